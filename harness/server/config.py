@@ -1,0 +1,66 @@
+"""The one configuration of a vLLM server launch; CLI flags and config-file keys map onto it."""
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from harness.errors import HarnessError
+
+
+class ServerConfig(BaseModel):
+    """Everything needed to bring up (or plan) a vLLM server for one checkpoint."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = Field(description="Checkpoint directory (full model or LoRA adapter), or a bundled name such as smollm2-135m.")
+    base_model: str | None = Field(None, description="Base model directory for a LoRA adapter whose recorded base cannot be found.")
+    served_name: str | None = Field(None, description="Name the model is served under (default: the bundled name or the directory name).")
+    tool_call_parser: str | None = Field(None, description="vLLM tool-call parser (default: chosen from the checkpoint's family and chat template).")
+    chat_template: Path | None = Field(None, description="Jinja chat template file (default: the checkpoint's own, or the scaffold's ChatML+hermes template when it has no tools).")
+    max_model_len: int | None = Field(None, ge=16, description="Context length to serve (default: from the memory plan).")
+    gpu_memory_utilization: float = Field(0.90, gt=0.05, le=0.99, description="Fraction of GPU memory vLLM may take.")
+    max_num_seqs: int | None = Field(None, ge=1, description="Concurrent sequences (default: from the memory plan).")
+    dtype: str | None = Field(None, description="Weights dtype passed to vLLM (default: the checkpoint's).")
+    idle_timeout: float = Field(300.0, ge=0, description="Stop the server after this many seconds with no running or waiting request and no new tokens (0: never).")
+    startup_timeout: float = Field(900.0, gt=0, description="Give up when the server is not ready after this many seconds.")
+    port: int | None = Field(None, ge=1, le=65535, description="Port on 127.0.0.1 (default: a free one).")
+    vllm_python: Path | None = Field(None, description="Python of an existing environment that has vLLM (default: the one `harness server setup` made).")
+    enforce_eager: bool | None = Field(None, description="Skip CUDA graphs / torch.compile (default: on for CPU, where it cuts startup from ~2 min to ~30 s).")
+    cpu_kv_cache_gib: int = Field(2, ge=1, description="KV cache size in GiB on CPU servers (VLLM_CPU_KVCACHE_SPACE).")
+    extra_args: tuple[str, ...] = Field((), description="Further arguments passed to vLLM unchanged.")
+
+
+def config_file_values(section: str) -> dict[str, Any]:
+    """Keys of ``[section]`` from ./harness.toml, else $HARNESS_CONFIG, else ~/.config/harness/config.toml."""
+    import os
+
+    for candidate in (
+        Path("harness.toml"),
+        Path(os.environ["HARNESS_CONFIG"]) if os.environ.get("HARNESS_CONFIG") else None,
+        Path.home() / ".config" / "harness" / "config.toml",
+    ):
+        if candidate is None or not candidate.is_file():
+            continue
+        try:
+            data = tomllib.loads(candidate.read_text())
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise HarnessError(f"{candidate}: not valid TOML ({exc}); fix or remove the file") from None
+        values = data.get(section, {})
+        if not isinstance(values, dict):
+            raise HarnessError(f"{candidate}: [{section}] must be a table")
+        return values
+    return {}
+
+
+def build_config(**flags: Any) -> ServerConfig:
+    """Merge config-file keys with flags (flags win; None means 'not given') into a ServerConfig."""
+    values = config_file_values("server")
+    values.update({k: v for k, v in flags.items() if v is not None})
+    try:
+        return ServerConfig(**values)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        name = ".".join(str(p) for p in err["loc"]) or "config"
+        raise HarnessError(f"--{name.replace('_', '-')}: {err['msg']}") from None

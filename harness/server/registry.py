@@ -1,0 +1,131 @@
+"""One server per device: a lock held for the server's lifetime, plus a scan for foreign vLLMs.
+
+A forgotten second vLLM process on the same GPU once made a whole evaluation fail with
+out-of-memory errors, so a second server for a device (or port) is refused, naming the PID.
+"""
+
+import fcntl
+import json
+import os
+import time
+from pathlib import Path
+from typing import IO
+
+import psutil
+
+from harness.errors import HarnessError
+from harness.paths import cache_dir
+
+_VLLM_MARKERS = ("vllm.entrypoints.openai.api_server", "vllm serve", "vllm/entrypoints")
+
+
+def device_key() -> str:
+    """'cpu', or 'cuda:<visible devices>' for the GPUs a child process would use."""
+    from harness.server.gpu import has_cuda, selected_gpu_indices
+
+    if not has_cuda():
+        return "cpu"
+    return "cuda:" + ",".join(map(str, selected_gpu_indices()))
+
+
+def _vllm_processes() -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        cmd = " ".join(proc.info.get("cmdline") or [])
+        if any(m in cmd for m in _VLLM_MARKERS) and proc.pid != os.getpid():
+            found.append(proc)
+    return found
+
+
+def _shares_device(proc: psutil.Process, device: str) -> bool:
+    """Whether a running vLLM process uses (some of) the same device."""
+    if device == "cpu":
+        return True
+    try:
+        visible = proc.environ().get("CUDA_VISIBLE_DEVICES")
+    except (psutil.Error, OSError):
+        return True  # cannot tell: assume the worst, the message names the PID anyway
+    if visible is None:
+        return True
+    ours = set(device.removeprefix("cuda:").split(","))
+    return bool(ours & {v.strip() for v in visible.split(",")})
+
+
+def port_holder(port: int) -> int | None:
+    """PID listening on 127.0.0.1/any:port, or None (0 when the port is taken but the PID is hidden)."""
+    try:
+        conns = psutil.net_connections(kind="tcp")
+    except (psutil.Error, OSError):
+        return None
+    for c in conns:
+        if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port:
+            return c.pid or 0
+    return None
+
+
+class DeviceLock:
+    """Exclusive claim on a device by one harness-managed server; released on stop or death."""
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+        root = cache_dir() / "servers"
+        root.mkdir(parents=True, exist_ok=True)
+        safe = device.replace(":", "_").replace(",", "-")
+        self.lock_path = root / f"{safe}.lock"
+        self.info_path = root / f"{safe}.json"
+        self._fh: IO[str] | None = None
+
+    def acquire(self, *, port: int | None) -> None:
+        fh = open(self.lock_path, "a+")
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.close()
+            raise HarnessError(self._held_message()) from None
+        self._fh = fh
+        for proc in _vllm_processes():
+            if _shares_device(proc, self.device):
+                self.release()
+                raise HarnessError(
+                    f"a vLLM server not started by this harness already runs on {self.device}: "
+                    f"PID {proc.pid} ({' '.join(proc.cmdline()[:6])}); stop it (kill {proc.pid}) first"
+                )
+        if port is not None and (pid := port_holder(port)) is not None:
+            self.release()
+            who = f"PID {pid}" if pid else "another process"
+            raise HarnessError(f"--port {port}: already in use by {who}; pass another --port or leave it out")
+
+    def record(self, **info: object) -> None:
+        self.info_path.write_text(json.dumps({"harness_pid": os.getpid(), "since": time.time(), **info}))
+
+    def _held_message(self) -> str:
+        try:
+            info = json.loads(self.info_path.read_text())
+        except (OSError, json.JSONDecodeError):
+            info = {}
+        server = info.get("server_pid", "?")
+        owner = info.get("harness_pid", "?")
+        where = f" on port {info['port']}" if info.get("port") else ""
+        model = f" serving {info['model']}" if info.get("model") else ""
+        return (
+            f"a harness vLLM server already holds {self.device}: PID {server}{where}{model} "
+            f"(started by harness PID {owner}); stop it (kill {owner}) or wait for its idle shutdown"
+        )
+
+    def release(self) -> None:
+        if self._fh is not None:
+            try:
+                self.info_path.unlink(missing_ok=True)
+            finally:
+                fcntl.flock(self._fh, fcntl.LOCK_UN)
+                self._fh.close()
+                self._fh = None
+
+    @property
+    def held(self) -> bool:
+        return self._fh is not None
+
+
+def path_for_logs(run_dir: Path) -> Path:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return run_dir / "server.log"
