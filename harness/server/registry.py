@@ -30,7 +30,9 @@ def device_key() -> str:
 
 def _vllm_processes() -> list[psutil.Process]:
     found = []
-    for proc in psutil.process_iter(["pid", "cmdline"]):
+    for proc in psutil.process_iter(["pid", "cmdline", "status"]):
+        if proc.info.get("status") == psutil.STATUS_ZOMBIE:
+            continue
         cmd = " ".join(proc.info.get("cmdline") or [])
         if any(m in cmd for m in _VLLM_MARKERS) and proc.pid != os.getpid():
             found.append(proc)

@@ -1,0 +1,77 @@
+"""Shared fixtures. Real components only: the real vLLM environment and the bundled model.
+
+The vLLM environment and the bundled model live in the harness cache (set up by the README's
+test command through scripts/bootstrap); a missing one fails the tests loudly instead of skipping.
+"""
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parent / "data"
+HARNESS = [sys.executable, "-m", "harness.cli"]
+
+
+def vllm_processes() -> list[psutil.Process]:
+    """Every vLLM server, engine or worker process on this machine."""
+    found = []
+    for proc in psutil.process_iter(["name", "cmdline", "status"]):
+        if proc.info.get("status") == psutil.STATUS_ZOMBIE:  # dead; only its exit code is left
+            continue
+        cmd = " ".join(proc.info.get("cmdline") or [])
+        if "vllm.entrypoints" in cmd or (proc.info.get("name") or "").startswith("VLLM::") or cmd.startswith("VLLM::"):
+            found.append(proc)
+    return found
+
+
+@pytest.fixture(scope="session")
+def server_python() -> Path:
+    from harness.errors import HarnessError
+    from harness.server.environment import server_python as find
+
+    try:
+        return find()
+    except HarnessError as exc:
+        pytest.fail(f"{exc} (the README's test command runs scripts/bootstrap, which does it)")
+
+
+@pytest.fixture(scope="session")
+def bundled_model(server_python: Path) -> Path:
+    from harness.server.bundled import ensure_bundled_model
+
+    return ensure_bundled_model("smollm2-135m")
+
+
+@pytest.fixture(scope="session")
+def lora_adapter(server_python: Path, bundled_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("lora") / "smol-lora-r8"
+    subprocess.run([str(server_python), str(REPO / "tests" / "helpers" / "make_lora.py"),
+                    str(bundled_model), str(out), "8"], check=True, capture_output=True)
+    return out
+
+
+@pytest.fixture
+def no_vllm_left() -> Iterator[None]:
+    """Fails a test that leaves any vLLM process behind (after a short grace for exits)."""
+    yield
+    deadline = psutil.time.time() + 20
+    while vllm_processes() and psutil.time.time() < deadline:
+        psutil.time.sleep(0.5)
+    left = vllm_processes()
+    for p in left:
+        p.kill()
+    assert not left, f"vLLM processes left behind: {[p.pid for p in left]}"
+
+
+def run_harness(*args: str, timeout: float = 120, **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*HARNESS, *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=kw.pop("cwd", REPO), **kw)  # type: ignore[call-overload]
