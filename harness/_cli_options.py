@@ -29,12 +29,23 @@ def add_model_flags(
         if field.default is not None and not field.is_required():
             help_text += f" [default: {field.default}]"
         if kind is bool:
-            parser.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_text)
+            parser.add_argument(
+                flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_text
+            )
         elif typing.get_origin(kind) is tuple:
-            parser.add_argument(flag, dest=name, action="append", default=None, metavar="ARG", help=help_text + " (repeatable)")
+            parser.add_argument(
+                flag,
+                dest=name,
+                action="append",
+                default=None,
+                metavar="ARG",
+                help=help_text + " (repeatable)",
+            )
         else:
             conv = {int: int, float: float, Path: Path}.get(kind, str)
-            parser.add_argument(flag, dest=name, type=conv, default=None, required=field.is_required(), help=help_text)
+            parser.add_argument(
+                flag, dest=name, type=conv, default=None, required=field.is_required(), help=help_text
+            )
 
 
 def model_values(args: argparse.Namespace, model: type[BaseModel]) -> dict[str, Any]:

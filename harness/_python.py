@@ -10,7 +10,10 @@ def _version_of(python: str) -> tuple[int, int] | None:
     try:
         out = subprocess.run(
             [python, "-c", "import sys; print(*sys.version_info[:2])"],
-            capture_output=True, text=True, timeout=20, check=True,
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
         ).stdout.split()
         return int(out[0]), int(out[1])
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):
@@ -33,8 +36,9 @@ def find_python(major: int, minor: int) -> Path | None:
     )
     if uv := shutil.which("uv"):
         try:
-            out = subprocess.run([uv, "python", "find", f"{major}.{minor}"],
-                                 capture_output=True, text=True, timeout=30)
+            out = subprocess.run(
+                [uv, "python", "find", f"{major}.{minor}"], capture_output=True, text=True, timeout=30
+            )
             if out.returncode == 0 and out.stdout.strip():
                 candidates.append(out.stdout.strip())
         except (OSError, subprocess.SubprocessError):

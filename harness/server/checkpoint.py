@@ -55,7 +55,9 @@ class Checkpoint(BaseModel):
     model_type: str
     family: str
     tool_call_parser: str
-    chat_template: Path | None = Field(None, description="Template to pass to vLLM; None: the checkpoint's own.")
+    chat_template: Path | None = Field(
+        None, description="Template to pass to vLLM; None: the checkpoint's own."
+    )
     template_has_tools: bool = Field(description="Whether the checkpoint's own template renders tools.")
     context_length: int
     dtype: str
@@ -121,7 +123,10 @@ def parser_from_template(template: str | None) -> str | None:
 
 
 def _find_in_hf_cache(name: str) -> Path | None:
-    hub = Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")) / "hub")
+    hub = Path(
+        os.environ.get("HF_HUB_CACHE")
+        or Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")) / "hub"
+    )
     snapshots = hub / f"models--{name.replace('/', '--')}" / "snapshots"
     found = sorted(snapshots.glob("*/config.json"), key=lambda p: p.stat().st_mtime, reverse=True)
     return found[0].parent if found else None
@@ -135,7 +140,9 @@ def _resolve_base(adapter_dir: Path, recorded: str | None, base_flag: str | None
         if base_flag in BUNDLED:
             return ensure_bundled_model(base_flag)
         if not (base / "config.json").is_file():
-            raise HarnessError(f"--base-model {base_flag}: no config.json there; give the base model's directory")
+            raise HarnessError(
+                f"--base-model {base_flag}: no config.json there; give the base model's directory"
+            )
         return base
     if recorded:
         if recorded in BUNDLED:
@@ -157,18 +164,21 @@ def _safe_name(path: Path) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", path.resolve().name).strip("-") or "model"
 
 
-def inspect_checkpoint(
-    model: str,
-    *,
-    base_model: str | None = None,
-    served_name: str | None = None,
-    tool_call_parser: str | None = None,
-    chat_template: Path | None = None,
-) -> Checkpoint:
-    """Inspect ``model`` (a directory or a bundled name) and decide how vLLM should serve it.
+class Located(BaseModel):
+    """Where a checkpoint's files are: the model vLLM loads and, for an adapter, the adapter."""
 
-    Raises HarnessError with one actionable line for every bad input.
-    """
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["full", "lora"]
+    path: Path
+    base_path: Path
+    lora_rank: int | None
+    bundled_name: str | None
+    config: dict[str, Any] = Field(repr=False)
+
+
+def locate_checkpoint(model: str, *, base_model: str | None = None) -> Located:
+    """Resolve ``model`` (directory or bundled name) to its files; errors name the flag to fix."""
     from harness.server.bundled import BUNDLED, ensure_bundled_model
 
     bundled_name = model if model in BUNDLED else None
@@ -181,23 +191,49 @@ def inspect_checkpoint(
 
     adapter_cfg_path = path / "adapter_config.json"
     kind: Literal["full", "lora"] = "full"
-    adapter_name = lora_rank = None
+    lora_rank = None
     base_path = path
     if adapter_cfg_path.is_file():
         adapter_cfg = _read_json(adapter_cfg_path, "adapter_config.json")
         if str(adapter_cfg.get("peft_type", "LORA")).upper() != "LORA":
-            raise HarnessError(f"{adapter_cfg_path}: peft_type {adapter_cfg.get('peft_type')} is not LoRA; vLLM serves only LoRA adapters")
+            raise HarnessError(
+                f"{adapter_cfg_path}: peft_type {adapter_cfg.get('peft_type')} is not LoRA; vLLM serves only LoRA adapters"
+            )
         kind = "lora"
         lora_rank = int(adapter_cfg.get("r") or 8)
         base_path = _resolve_base(path, adapter_cfg.get("base_model_name_or_path"), base_model)
-        adapter_name = served_name or _safe_name(path)
     elif not (path / "config.json").is_file():
         raise HarnessError(
             f"--model {model}: no config.json (nor adapter_config.json) in {path}; "
             "give a Hugging Face checkpoint directory"
         )
-
     config = _read_json(base_path / "config.json", "config.json")
+    return Located(
+        kind=kind,
+        path=path,
+        base_path=base_path,
+        lora_rank=lora_rank,
+        bundled_name=bundled_name,
+        config=config,
+    )
+
+
+def inspect_checkpoint(
+    model: str,
+    *,
+    base_model: str | None = None,
+    served_name: str | None = None,
+    tool_call_parser: str | None = None,
+    chat_template: Path | None = None,
+) -> Checkpoint:
+    """Inspect ``model`` (a directory or a bundled name) and decide how vLLM should serve it.
+
+    Raises HarnessError with one actionable line for every bad input.
+    """
+    located = locate_checkpoint(model, base_model=base_model)
+    kind, path, base_path = located.kind, located.path, located.base_path
+    lora_rank, bundled_name, config = located.lora_rank, located.bundled_name, located.config
+    adapter_name = (served_name or _safe_name(path)) if kind == "lora" else None
     cfg = _text_config(config)
     architecture = str((config.get("architectures") or ["?"])[0])
     model_type = str(cfg.get("model_type", "?"))
@@ -213,8 +249,10 @@ def inspect_checkpoint(
         family = bundled_name
 
     supplied = chat_template
-    if supplied is None and not template_has_tools and (
-        bundled_name or (template_text and "<|im_start|>" in template_text)
+    if (
+        supplied is None
+        and not template_has_tools
+        and (bundled_name or (template_text and "<|im_start|>" in template_text))
     ):
         # ChatML checkpoints without tool support get the scaffold's ChatML+hermes template.
         supplied = repo_root() / "scaffolds" / "chat-templates" / HERMES_TEMPLATE

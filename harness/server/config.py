@@ -14,21 +14,53 @@ class ServerConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    model: str = Field(description="Checkpoint directory (full model or LoRA adapter), or a bundled name such as smollm2-135m.")
-    base_model: str | None = Field(None, description="Base model directory for a LoRA adapter whose recorded base cannot be found.")
-    served_name: str | None = Field(None, description="Name the model is served under (default: the bundled name or the directory name).")
-    tool_call_parser: str | None = Field(None, description="vLLM tool-call parser (default: chosen from the checkpoint's family and chat template).")
-    chat_template: Path | None = Field(None, description="Jinja chat template file (default: the checkpoint's own, or the scaffold's ChatML+hermes template when it has no tools).")
-    max_model_len: int | None = Field(None, ge=16, description="Context length to serve (default: from the memory plan).")
-    gpu_memory_utilization: float = Field(0.90, gt=0.05, le=0.99, description="Fraction of GPU memory vLLM may take.")
-    max_num_seqs: int | None = Field(None, ge=1, description="Concurrent sequences (default: from the memory plan).")
+    model: str = Field(
+        description="Checkpoint directory (full model or LoRA adapter), or a bundled name such as smollm2-135m."
+    )
+    base_model: str | None = Field(
+        None, description="Base model directory for a LoRA adapter whose recorded base cannot be found."
+    )
+    served_name: str | None = Field(
+        None, description="Name the model is served under (default: the bundled name or the directory name)."
+    )
+    tool_call_parser: str | None = Field(
+        None,
+        description="vLLM tool-call parser (default: chosen from the checkpoint's family and chat template).",
+    )
+    chat_template: Path | None = Field(
+        None,
+        description="Jinja chat template file (default: the checkpoint's own, or the scaffold's ChatML+hermes template when it has no tools).",
+    )
+    max_model_len: int | None = Field(
+        None, ge=16, description="Context length to serve (default: from the memory plan)."
+    )
+    gpu_memory_utilization: float = Field(
+        0.90, gt=0.05, le=0.99, description="Fraction of GPU memory vLLM may take."
+    )
+    max_num_seqs: int | None = Field(
+        None, ge=1, description="Concurrent sequences (default: from the memory plan)."
+    )
     dtype: str | None = Field(None, description="Weights dtype passed to vLLM (default: the checkpoint's).")
-    idle_timeout: float = Field(300.0, ge=0, description="Stop the server after this many seconds with no running or waiting request and no new tokens (0: never).")
-    startup_timeout: float = Field(900.0, gt=0, description="Give up when the server is not ready after this many seconds.")
+    idle_timeout: float = Field(
+        300.0,
+        ge=0,
+        description="Stop the server after this many seconds with no running or waiting request and no new tokens (0: never).",
+    )
+    startup_timeout: float = Field(
+        900.0, gt=0, description="Give up when the server is not ready after this many seconds."
+    )
     port: int | None = Field(None, ge=1, le=65535, description="Port on 127.0.0.1 (default: a free one).")
-    vllm_python: Path | None = Field(None, description="Python of an existing environment that has vLLM (default: the one `harness server setup` made).")
-    enforce_eager: bool | None = Field(None, description="Skip CUDA graphs / torch.compile (default: on for CPU, where it cuts startup from ~2 min to ~30 s).")
-    cpu_kv_cache_gib: int = Field(2, ge=1, description="KV cache size in GiB on CPU servers (VLLM_CPU_KVCACHE_SPACE).")
+    vllm_python: Path | None = Field(
+        None,
+        description="Python of an existing environment that has vLLM (default: the one `harness server setup` made).",
+    )
+    enforce_eager: bool | None = Field(
+        None,
+        description="Skip CUDA graphs / torch.compile (default: on for CPU, where it cuts startup from ~2 min to ~30 s).",
+    )
+    cpu_kv_cache_gib: int = Field(
+        2, ge=1, description="KV cache size in GiB on CPU servers (VLLM_CPU_KVCACHE_SPACE)."
+    )
     extra_args: tuple[str, ...] = Field((), description="Further arguments passed to vLLM unchanged.")
 
 

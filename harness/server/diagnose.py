@@ -6,7 +6,9 @@ from pathlib import Path
 from harness.server.gpu import describe_holders, gpu_info, selected_gpu_indices
 
 _ESTIMATED = re.compile(r"estimated maximum model length is (\d+)")
-_NEEDED = re.compile(r"max seq len \((\d+)\), \(([\d.]+) GiB KV cache is needed.*?available KV cache memory \(([\d.]+) GiB\)")
+_NEEDED = re.compile(
+    r"max seq len \((\d+)\), \(([\d.]+) GiB KV cache is needed.*?available KV cache memory \(([\d.]+) GiB\)"
+)
 _FREE = re.compile(r"Free memory on device (\S+) \(([\d.]+)/([\d.]+) GiB\)")
 
 
@@ -28,14 +30,19 @@ def diagnose(log_text: str) -> str | None:
             f"{m.group(3)} GiB is available; {fix}, or raise --gpu-memory-utilization"
         )
     if "No available memory for the cache blocks" in log_text:
-        return ("no memory left for the KV cache after loading the weights; raise "
-                "--gpu-memory-utilization, use a smaller --max-model-len, or a bigger GPU")
+        return (
+            "no memory left for the KV cache after loading the weights; raise "
+            "--gpu-memory-utilization, use a smaller --max-model-len, or a bigger GPU"
+        )
     if m := _FREE.search(log_text):
-        holders = "; ".join(
-            describe_holders(info) for i in selected_gpu_indices() if (info := gpu_info(i))
-        ) or "nvidia-smi shows which processes"
-        return (f"another process holds GPU memory (free {m.group(2)} of {m.group(3)} GiB on "
-                f"{m.group(1)}): {holders}; stop it or lower --gpu-memory-utilization")
+        holders = (
+            "; ".join(describe_holders(info) for i in selected_gpu_indices() if (info := gpu_info(i)))
+            or "nvidia-smi shows which processes"
+        )
+        return (
+            f"another process holds GPU memory (free {m.group(2)} of {m.group(3)} GiB on "
+            f"{m.group(1)}): {holders}; stop it or lower --gpu-memory-utilization"
+        )
     if "CUDA out of memory" in log_text or "OutOfMemoryError" in log_text:
         return "out of GPU memory while loading; lower --max-model-len / --max-num-seqs or use a bigger GPU"
     if "Address already in use" in log_text:

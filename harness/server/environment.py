@@ -72,14 +72,20 @@ def server_python(vllm_python: Path | None = None) -> Path:
     if explicit is not None:
         explicit = explicit.expanduser()
         if not explicit.is_file():
-            raise HarnessError(f"--vllm-python {explicit}: no such file; give the python of an environment with vLLM")
+            raise HarnessError(
+                f"--vllm-python {explicit}: no such file; give the python of an environment with vLLM"
+            )
         if not _has_vllm(explicit):
-            raise HarnessError(f"--vllm-python {explicit}: vllm is not importable there; install vllm in it or run `harness server setup`")
+            raise HarnessError(
+                f"--vllm-python {explicit}: vllm is not importable there; install vllm in it or run `harness server setup`"
+            )
         return explicit
     spec = default_spec()
     python = env_dir(spec) / "bin" / "python"
     if not (env_dir(spec) / _READY).is_file():
-        raise HarnessError(f"no vLLM server environment yet ({env_dir(spec)}); run `harness server setup` first")
+        raise HarnessError(
+            f"no vLLM server environment yet ({env_dir(spec)}); run `harness server setup` first"
+        )
     return python
 
 
@@ -87,15 +93,16 @@ def _pip(python: Path, *args: str, what: str) -> None:
     """Run pip, showing its latest output line under a spinner; raise with its tail on failure."""
     cmd = [str(python), "-m", "pip", *args]
     lines: list[str] = []
-    with status(what), subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    ) as proc:
+    with (
+        status(what),
+        subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc,
+    ):
         assert proc.stdout is not None
         for line in proc.stdout:
             lines.append(line.rstrip())
         code = proc.wait()
     if code != 0:
-        tail = " | ".join(l for l in lines[-4:] if l)
+        tail = " | ".join(line for line in lines[-4:] if line)
         raise HarnessError(f"{what} failed (pip exit {code}): {tail}")
 
 
@@ -127,8 +134,13 @@ def setup_server_environment(*, force: bool = False, extra: tuple[str, ...] = ()
     if not (root / _READY).is_file():
         if spec.preinstall:
             _pip(python, "install", "-q", *spec.preinstall, what=f"Installing {' '.join(spec.preinstall)}")
-        _pip(python, "install", "-q", *spec.packages,
-             what=f"Installing {' '.join(spec.packages)} (several minutes the first time)")
+        _pip(
+            python,
+            "install",
+            "-q",
+            *spec.packages,
+            what=f"Installing {' '.join(spec.packages)} (several minutes the first time)",
+        )
         if spec.remove:
             _pip(python, "uninstall", "-y", "-q", *spec.remove, what=f"Removing {' '.join(spec.remove)}")
         if not _has_vllm(python):

@@ -94,7 +94,9 @@ def describe_holders(info: GpuInfo) -> str:
     if not info.processes:
         return f"GPU {info.index} ({info.name}) has {info.free_bytes / 2**30:.1f} GiB free of {info.total_bytes / 2**30:.1f} GiB; no process listed (another container?)"
     held = ", ".join(
-        f"PID {p.pid} ({p.name}, {p.used_bytes / 2**30:.1f} GiB)" if p.used_bytes else f"PID {p.pid} ({p.name})"
+        f"PID {p.pid} ({p.name}, {p.used_bytes / 2**30:.1f} GiB)"
+        if p.used_bytes
+        else f"PID {p.pid} ({p.name})"
         for p in info.processes
     )
     return f"GPU {info.index} ({info.name}) memory is held by {held}"

@@ -47,15 +47,24 @@ def build_launch(
 ) -> Launch:
     max_len = config.max_model_len or plan.recommended_max_model_len
     argv: list[str] = [
-        str(python), "-m", "vllm.entrypoints.openai.api_server",
-        "--model", str(checkpoint.base_path),
-        "--served-model-name", checkpoint.served_name,
-        "--host", "127.0.0.1",
-        "--port", str(port),
+        str(python),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(checkpoint.base_path),
+        "--served-model-name",
+        checkpoint.served_name,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
         "--enable-auto-tool-choice",
-        "--tool-call-parser", checkpoint.tool_call_parser,
-        "--max-model-len", str(max_len),
-        "--max-num-seqs", str(config.max_num_seqs or plan.recommended_max_num_seqs),
+        "--tool-call-parser",
+        checkpoint.tool_call_parser,
+        "--max-model-len",
+        str(max_len),
+        "--max-num-seqs",
+        str(config.max_num_seqs or plan.recommended_max_num_seqs),
         "--disable-uvicorn-access-log",
     ]
     env: dict[str, str] = {}
@@ -67,8 +76,10 @@ def build_launch(
         assert checkpoint.adapter_name and checkpoint.lora_rank
         argv += [
             "--enable-lora",
-            "--lora-modules", f"{checkpoint.adapter_name}={checkpoint.path}",
-            "--max-lora-rank", str(lora_rank_flag(checkpoint.lora_rank)),
+            "--lora-modules",
+            f"{checkpoint.adapter_name}={checkpoint.path}",
+            "--max-lora-rank",
+            str(lora_rank_flag(checkpoint.lora_rank)),
         ]
     eager = config.enforce_eager if config.enforce_eager is not None else on_cpu
     if eager:

@@ -21,9 +21,25 @@ from harness.server.checkpoint import _text_config, context_length_of, dtype_of
 GiB = 2**30
 # Usable memory as NVML reports it for the common 80 GB / 141 GB parts.
 GPU_PRESETS: dict[str, int] = {"h100": 81559 * 2**20, "h200": 143771 * 2**20, "a100": 81920 * 2**20}
-DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2,
-               "F32": 4, "F16": 2, "BF16": 2, "F64": 8, "I64": 8, "I32": 4, "I16": 2,
-               "I8": 1, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
+DTYPE_BYTES = {
+    "float32": 4,
+    "float": 4,
+    "bfloat16": 2,
+    "float16": 2,
+    "half": 2,
+    "F32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "F64": 8,
+    "I64": 8,
+    "I32": 4,
+    "I16": 2,
+    "I8": 1,
+    "U8": 1,
+    "BOOL": 1,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+}
 # vLLM on CUDA: non-torch memory (CUDA context, cuBLAS/NCCL workspaces) and CUDA graphs.
 _FIXED_OVERHEAD = int(1.5 * GiB)
 _DEFAULT_BATCHED_TOKENS = 8192
@@ -156,7 +172,9 @@ def parse_device(gpu: str | None) -> tuple[str, int | None]:
     try:
         gib = float(key.removesuffix("gib").removesuffix("g"))
     except ValueError:
-        raise HarnessError(f"--gpu {gpu}: expected h100, h200, a100, cpu or a size in GiB such as 80") from None
+        raise HarnessError(
+            f"--gpu {gpu}: expected h100, h200, a100, cpu or a size in GiB such as 80"
+        ) from None
     if gib <= 0:
         raise HarnessError(f"--gpu {gpu}: the size must be positive")
     return f"{gib:g} GiB", int(gib * GiB)
@@ -224,11 +242,10 @@ def plan_memory(
     elif not fits:
         need_util = (
             math.ceil((weight_bytes + activation + per_token * want_len) / total_bytes * 100) / 100
-            if total else None
+            if total
+            else None
         )
-        util_hint = (
-            f", or --gpu-memory-utilization {need_util:.2f}" if need_util and need_util < 0.99 else ""
-        )
+        util_hint = f", or --gpu-memory-utilization {need_util:.2f}" if need_util and need_util < 0.99 else ""
         advice = (
             f"one {want_len}-token sequence needs {per_token * want_len / GiB:.1f} GiB of KV cache but only "
             f"{budget / GiB:.1f} GiB is left; would fit: --max-model-len {max_len_fit}{util_hint}"

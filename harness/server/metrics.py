@@ -19,8 +19,12 @@ class LoadSnapshot(BaseModel):
 
 def parse_metrics(text: str) -> LoadSnapshot:
     """Sum each metric over its label sets (one per served model / engine)."""
-    sums = {"vllm:num_requests_running": 0.0, "vllm:num_requests_waiting": 0.0,
-            "vllm:generation_tokens": 0.0, "vllm:kv_cache_usage_perc": 0.0}
+    sums = {
+        "vllm:num_requests_running": 0.0,
+        "vllm:num_requests_waiting": 0.0,
+        "vllm:generation_tokens": 0.0,
+        "vllm:kv_cache_usage_perc": 0.0,
+    }
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             # prometheus_client exposes counters as <name>_total samples of family <name>.

@@ -2,18 +2,20 @@
 
 from typing import Any
 
-PROBE_TOOLS: list[dict[str, Any]] = [{
-    "type": "function",
-    "function": {
-        "name": "terminal",
-        "description": "Run a shell command in the workspace and return its output.",
-        "parameters": {
-            "type": "object",
-            "properties": {"command": {"type": "string", "description": "The command to run."}},
-            "required": ["command"],
+PROBE_TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "terminal",
+            "description": "Run a shell command in the workspace and return its output.",
+            "parameters": {
+                "type": "object",
+                "properties": {"command": {"type": "string", "description": "The command to run."}},
+                "required": ["command"],
+            },
         },
-    },
-}]
+    }
+]
 PROBE_MESSAGES = [
     {"role": "system", "content": "You are a coding agent. Use the tools to act."},
     {"role": "user", "content": "List the files in the current directory."},
@@ -21,8 +23,14 @@ PROBE_MESSAGES = [
 
 
 def probe_request(**overrides: Any) -> dict[str, Any]:
-    return {"messages": PROBE_MESSAGES, "tools": PROBE_TOOLS, "max_tokens": 64,
-            "temperature": 0.0, "seed": 0, **overrides}
+    return {
+        "messages": PROBE_MESSAGES,
+        "tools": PROBE_TOOLS,
+        "max_tokens": 64,
+        "temperature": 0.0,
+        "seed": 0,
+        **overrides,
+    }
 
 
 def describe_reply(completion: Any) -> str:

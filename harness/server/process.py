@@ -78,8 +78,11 @@ class VLLMServer:
         """Inspect the checkpoint and plan memory; raises HarnessError before anything starts."""
         cfg = self.config
         self.checkpoint = inspect_checkpoint(
-            cfg.model, base_model=cfg.base_model, served_name=cfg.served_name,
-            tool_call_parser=cfg.tool_call_parser, chat_template=cfg.chat_template,
+            cfg.model,
+            base_model=cfg.base_model,
+            served_name=cfg.served_name,
+            tool_call_parser=cfg.tool_call_parser,
+            chat_template=cfg.chat_template,
         )
         self.plan = plan_memory(
             self.checkpoint.config,
@@ -114,8 +117,9 @@ class VLLMServer:
 
     def client(self, timeout: float = 600.0) -> openai.OpenAI:
         """An OpenAI client for this server; retries are the caller's decision (max_retries=0)."""
-        return openai.OpenAI(base_url=f"{self.base_url}/v1", api_key=self.api_key,
-                             max_retries=0, timeout=timeout)
+        return openai.OpenAI(
+            base_url=f"{self.base_url}/v1", api_key=self.api_key, max_retries=0, timeout=timeout
+        )
 
     # ---- start -----------------------------------------------------------------------------
     def start(self) -> Self:
@@ -128,8 +132,14 @@ class VLLMServer:
         self._lock.acquire(port=self.config.port)
         try:
             port = self.config.port or _free_port()
-            self.launch = build_launch(python=python, checkpoint=self.checkpoint, config=self.config,
-                                       plan=self.plan, port=port, on_cpu=self.on_cpu)
+            self.launch = build_launch(
+                python=python,
+                checkpoint=self.checkpoint,
+                config=self.config,
+                plan=self.plan,
+                port=port,
+                on_cpu=self.on_cpu,
+            )
             self.run_dir.mkdir(parents=True, exist_ok=True)
             self._stopped.clear()
             self.stop_reason = None
@@ -138,13 +148,21 @@ class VLLMServer:
                 log.flush()
                 in_main = threading.current_thread() is threading.main_thread()
                 self._proc = subprocess.Popen(
-                    self.launch.argv, env=self.launch.environment(self.api_key),
-                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                    start_new_session=True, preexec_fn=_die_with_parent if in_main else None,
+                    self.launch.argv,
+                    env=self.launch.environment(self.api_key),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                    preexec_fn=_die_with_parent if in_main else None,
                 )
             self._started_at = time.monotonic()
-            self._lock.record(server_pid=self._proc.pid, port=port, model=self.checkpoint.request_model,
-                              log=str(self.log_path))
+            self._lock.record(
+                server_pid=self._proc.pid,
+                port=port,
+                model=self.checkpoint.request_model,
+                log=str(self.log_path),
+            )
             self._wait_ready()
         except BaseException:
             self._terminate()
@@ -256,10 +274,8 @@ class VLLMServer:
             return
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=_TERM_GRACE_S)
-        except subprocess.TimeoutExpired:
-            pass
         # The engine and worker processes share the group; make sure none outlives the server.
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
@@ -299,5 +315,7 @@ class VLLMServer:
     def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop(reason="exited" if et is None else f"{et.__name__}")

@@ -78,7 +78,7 @@ class DeviceLock:
         self._fh: IO[str] | None = None
 
     def acquire(self, *, port: int | None) -> None:
-        fh = open(self.lock_path, "a+")
+        fh = open(self.lock_path, "a+")  # noqa: SIM115 - held open for the server's lifetime
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

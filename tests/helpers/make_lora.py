@@ -13,7 +13,9 @@ from transformers import AutoModelForCausalLM
 def main(base: str, out: str, rank: int = 8) -> None:
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
-    config = LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
+    config = LoraConfig(
+        r=rank, lora_alpha=2 * rank, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"
+    )
     peft_model = get_peft_model(model, config)
     # peft initialises B to zero (a no-op adapter); make it a real, different model.
     with torch.no_grad():

