@@ -11,8 +11,9 @@ BIN = Path(sys.executable).parent
 
 
 def test_ruff_clean() -> None:
-    done = subprocess.run([str(BIN / "ruff"), "check", "harness", "tests", "bench"], cwd=REPO,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [str(BIN / "ruff"), "check", "harness", "tests", "bench"], cwd=REPO, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stdout[-3000:]
 
 
