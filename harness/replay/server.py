@@ -1,0 +1,217 @@
+"""An OpenAI-compatible server that plays a ReplayScript: /v1/chat/completions, /v1/models, /health.
+
+Responses are served in order, one per request, whatever was asked, so an agent scaffold can be
+driven deterministically (tests, loop reproduction, overhead benchmarks). Requests are kept in
+``ReplayServer.requests`` for inspection. Delays use asyncio, so concurrent clients overlap.
+"""
+
+import asyncio
+import json
+import socket
+import threading
+import time
+import uuid
+from types import TracebackType
+from typing import Any, Self
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from harness.replay.script import ReplayScript, ScriptedResponse
+
+
+class _Player:
+    """Hands out the script's responses in order (thread-safe)."""
+
+    def __init__(self, script: ReplayScript) -> None:
+        self.script = script
+        self.position = 0
+        self._lock = threading.Lock()
+
+    def next(self) -> ScriptedResponse | None:
+        with self._lock:
+            responses = self.script.responses
+            i = self.position
+            self.position += 1
+            if i < len(responses):
+                return responses[i]
+            match self.script.when_exhausted:
+                case "repeat_last":
+                    return responses[-1]
+                case "cycle":
+                    return responses[i % len(responses)]
+                case _:
+                    return None
+
+
+def _completion(resp: ScriptedResponse, model: str) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": resp.content}
+    if resp.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": c.id or f"call_{uuid.uuid4().hex[:24]}",
+                "type": "function",
+                "function": {"name": c.name, "arguments": c.raw_arguments},
+            }
+            for c in resp.tool_calls
+        ]
+    completion_tokens = resp.completion_tokens
+    if completion_tokens is None:
+        completion_tokens = max(
+            1, len((resp.content or "") + "".join(c.raw_arguments for c in resp.tool_calls)) // 4
+        )
+    prompt_tokens = resp.prompt_tokens or 0
+    return {
+        "id": f"chatcmpl-replay-{uuid.uuid4().hex[:16]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {"index": 0, "message": message, "finish_reason": resp.resolved_finish_reason, "logprobs": None}
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+def _stream(completion: dict[str, Any]) -> list[str]:
+    """The same completion as server-sent events: one content chunk, one tool-call chunk, done."""
+    base = {k: completion[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+    choice = completion["choices"][0]
+    msg = choice["message"]
+    delta: dict[str, Any] = {"role": "assistant", "content": msg.get("content") or ""}
+    if msg.get("tool_calls"):
+        delta["tool_calls"] = [{"index": i, **c} for i, c in enumerate(msg["tool_calls"])]
+    chunks = [
+        {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+        {
+            **base,
+            "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}],
+            "usage": completion["usage"],
+        },
+    ]
+    return [f"data: {json.dumps(c)}\n\n" for c in chunks] + ["data: [DONE]\n\n"]
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    kind = "BadRequestError" if status < 500 else "InternalServerError"
+    return JSONResponse(
+        {"error": {"message": message, "type": kind, "param": None, "code": status}}, status_code=status
+    )
+
+
+def build_app(
+    script: ReplayScript, *, api_key: str | None = None, requests: list[dict[str, Any]] | None = None
+) -> Starlette:
+    player = _Player(script)
+    log = requests if requests is not None else []
+
+    def authorised(request: Request) -> bool:
+        return api_key is None or request.headers.get("authorization") == f"Bearer {api_key}"
+
+    async def health(_: Request) -> Response:
+        return Response(status_code=200)
+
+    async def models(request: Request) -> Response:
+        if not authorised(request):
+            return _error(401, "invalid API key")
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": [{"id": script.model, "object": "model", "created": 0, "owned_by": "harness-replay"}],
+            }
+        )
+
+    async def chat(request: Request) -> Response:
+        if not authorised(request):
+            return _error(401, "invalid API key")
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return _error(400, "request body is not JSON")
+        log.append(body)
+        resp = player.next()
+        if resp is None:
+            return _error(500, f"replay script exhausted after {len(script.responses)} responses")
+        delay = resp.delay + script.delay
+        if delay:
+            await asyncio.sleep(delay)
+        if resp.status >= 400:
+            return _error(resp.status, resp.error or f"scripted error {resp.status}")
+        completion = _completion(resp, str(body.get("model") or script.model))
+        if body.get("stream"):
+            return StreamingResponse(iter(_stream(completion)), media_type="text/event-stream")
+        return JSONResponse(completion)
+
+    app = Starlette(
+        routes=[
+            Route("/health", health),
+            Route("/v1/models", models),
+            Route("/v1/chat/completions", chat, methods=["POST"]),
+        ]
+    )
+    app.state.player = player
+    return app
+
+
+class ReplayServer:
+    """Run the replay app on 127.0.0.1 in a background thread: ``with ReplayServer(script) as s: s.base_url``."""
+
+    def __init__(self, script: ReplayScript, *, port: int = 0, api_key: str | None = None) -> None:
+        self.script = script
+        self.api_key = api_key
+        self.requests: list[dict[str, Any]] = []
+        self._sock = socket.socket()
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", port))
+        self.port = int(self._sock.getsockname()[1])
+        app = build_app(script, api_key=api_key, requests=self.requests)
+        self._player: Any = app.state.player
+        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True
+        )
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI base URL (ends in /v1)."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def served(self) -> int:
+        """How many chat completions were requested so far."""
+        return int(self._player.position)
+
+    def start(self) -> Self:
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("replay server did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+        self._sock.close()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def serve_forever(script: ReplayScript, *, port: int, api_key: str | None = None) -> None:
+    """Foreground server for `harness replay` (Ctrl-C stops it)."""
+    uvicorn.run(build_app(script, api_key=api_key), host="127.0.0.1", port=port, log_level="info")

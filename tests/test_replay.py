@@ -1,0 +1,150 @@
+"""The replay server, driven by the official openai client."""
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import openai
+import pytest
+
+from harness.errors import HarnessError
+from harness.replay import ReplayScript, ReplayServer, ScriptedCall, ScriptedResponse, load_script
+
+SCRIPT = ReplayScript(
+    model="scripted",
+    responses=[
+        ScriptedResponse(
+            tool_calls=[ScriptedCall(name="terminal", arguments={"command": "ls"}, id="call_1")]
+        ),
+        ScriptedResponse(
+            content='<tool_call>\n{"name": "terminal", "arguments": {"command": "ls"\n</tool_call>'
+        ),
+        ScriptedResponse(status=400, error="This model's maximum context length is 8192 tokens."),
+        ScriptedResponse(content="done", delay=0.3, finish_reason="stop"),
+        ScriptedResponse(tool_calls=[ScriptedCall(name="terminal", arguments='{"command": "ls"')]),
+    ],
+)
+
+
+def client(server: ReplayServer) -> openai.OpenAI:
+    return openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+
+
+def ask(c: openai.OpenAI, **kw: object) -> object:
+    return c.chat.completions.create(model="scripted", messages=[{"role": "user", "content": "go"}], **kw)  # type: ignore[call-overload]
+
+
+def test_plays_script_in_order() -> None:
+    with ReplayServer(SCRIPT) as server:
+        c = client(server)
+        first = ask(c)
+        assert first.choices[0].finish_reason == "tool_calls"  # type: ignore[attr-defined]
+        call = first.choices[0].message.tool_calls[0]  # type: ignore[attr-defined]
+        assert (call.id, call.function.name, json.loads(call.function.arguments)) == (
+            "call_1",
+            "terminal",
+            {"command": "ls"},
+        )
+        second = ask(c)
+        assert "<tool_call>" in second.choices[0].message.content  # type: ignore[attr-defined]
+        with pytest.raises(openai.BadRequestError, match="maximum context length"):
+            ask(c)
+        t0 = time.monotonic()
+        assert ask(c).choices[0].message.content == "done"  # type: ignore[attr-defined]
+        assert time.monotonic() - t0 >= 0.3
+        broken = ask(c).choices[0].message.tool_calls[0].function.arguments  # type: ignore[attr-defined]
+        assert broken == '{"command": "ls"'
+        with pytest.raises(openai.InternalServerError, match="exhausted"):
+            ask(c)
+        assert server.served == 6 and len(server.requests) == 6
+        assert server.requests[0]["messages"] == [{"role": "user", "content": "go"}]
+        assert [m.id for m in c.models.list().data] == ["scripted"]
+
+
+def test_streaming_matches_non_streaming() -> None:
+    with ReplayServer(SCRIPT) as server:
+        chunks = list(ask(client(server), stream=True))  # type: ignore[call-overload]
+        calls = [tc for ch in chunks for tc in (ch.choices[0].delta.tool_calls or []) if ch.choices]
+        assert calls[0].function.name == "terminal"
+        assert chunks[-1].choices[0].finish_reason == "tool_calls"
+
+
+def test_api_key_and_concurrent_delays() -> None:
+    script = ReplayScript(responses=[ScriptedResponse(content="x")], when_exhausted="repeat_last", delay=0.5)
+    with ReplayServer(script, api_key="secret") as server:
+        with pytest.raises(openai.AuthenticationError):
+            ask(client(server))
+        good = openai.OpenAI(base_url=server.base_url, api_key="secret", max_retries=0)
+        t0 = time.monotonic()
+        threads = [threading.Thread(target=ask, args=(good,)) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert time.monotonic() - t0 < 1.5  # four 0.5 s responses overlap
+
+
+def test_cycle_mode() -> None:
+    script = ReplayScript(
+        responses=[ScriptedResponse(content="a"), ScriptedResponse(content="b")], when_exhausted="cycle"
+    )
+    with ReplayServer(script) as server:
+        c = client(server)
+        assert [ask(c).choices[0].message.content for _ in range(5)] == ["a", "b", "a", "b", "a"]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("", "not valid JSON"),
+        ("{truncated", "not valid JSON"),
+        ('{"responses": []}', "at least one response"),
+        ('{"responses": [{"contnet": "typo"}]}', "responses.0.contnet"),
+        ("\x00\x01\x02binary", "not valid JSON"),
+    ],
+)
+def test_bad_scripts_are_one_clear_error(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "script.json"
+    path.write_text(content)
+    with pytest.raises(HarnessError, match=message):
+        load_script(path)
+
+
+def test_recorded_completions_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "completions"
+    folder.mkdir()
+    for i, (content, calls) in enumerate(
+        [
+            (
+                "thinking",
+                [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "terminal", "arguments": '{"command":"ls"}'},
+                    }
+                ],
+            ),
+            ("all done", None),
+        ]
+    ):
+        (folder / f"{i:03d}.json").write_text(
+            json.dumps(
+                {
+                    "response": {
+                        "choices": [
+                            {
+                                "message": {"role": "assistant", "content": content, "tool_calls": calls},
+                                "finish_reason": "tool_calls" if calls else "stop",
+                            }
+                        ],
+                        "usage": {"prompt_tokens": 10, "completion_tokens": 3},
+                    }
+                }
+            )
+        )
+        time.sleep(0.01)
+    script = load_script(folder)
+    assert [r.content for r in script.responses] == ["thinking", "all done"]
+    assert script.responses[0].tool_calls[0].raw_arguments == '{"command":"ls"}'
