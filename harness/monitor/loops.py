@@ -62,6 +62,23 @@ class LoopConfig(BaseModel):
         return self
 
 
+# Edit-distance similarity is quadratic-ish; beyond this size texts are compared by equality.
+_SIMILARITY_MAX_CHARS = 8_000
+# Degenerate text shows at the end of an output; a bounded tail keeps huge outputs cheap.
+_DEGENERATE_SCAN_CHARS = 32_768
+
+
+def similar(a: str, b: str, threshold: float) -> bool:
+    """Same, or near-same by normalised edit similarity (0..1) for texts of reasonable size."""
+    if a == b:
+        return True
+    if len(a) > _SIMILARITY_MAX_CHARS or len(b) > _SIMILARITY_MAX_CHARS:
+        return False
+    if min(len(a), len(b)) < threshold * max(len(a), len(b)):
+        return False  # lengths alone rule it out
+    return ratio(a, b, score_cutoff=threshold * 100) >= threshold * 100
+
+
 def _short(text: str, limit: int = 160) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -89,6 +106,7 @@ def degenerate_unit(text: str, min_span: int = 120, min_repeats: int = 5) -> tup
     """(unit, repeats) when one output repeats its own lines or a substring; None otherwise."""
     if len(text) < min_span:
         return None
+    text = text[-_DEGENERATE_SCAN_CHARS:]
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     if len(lines) >= min_repeats:
         counts: dict[str, int] = {}
@@ -149,13 +167,13 @@ class LoopDetector:
     def _advance(self, step: _Step) -> None:
         prev = self._steps[-1] if self._steps else None
         self._run = self._run + 1 if prev is not None and prev.key == step.key else 1
-        similar = (
+        alike = (
             step.text_only
             and prev is not None
             and prev.text_only
-            and (prev.text == step.text or ratio(prev.text, step.text) >= self.config.similarity * 100)
+            and similar(prev.text, step.text, self.config.similarity)
         )
-        self._text_run = self._text_run + 1 if similar else (1 if step.text_only else 0)
+        self._text_run = self._text_run + 1 if alike else (1 if step.text_only else 0)
         if self.finding is not None and self.finding.kind == LoopKind.cycle:
             p = self.finding.period
             back = self._steps[-p] if len(self._steps) >= p else None

@@ -7,6 +7,10 @@ import json
 import re
 
 _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (
+        re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]"),
+        "",
+    ),  # terminal escapes (bracketed paste, colours)
     (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I), "<uuid>"),
     (re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"), "<time>"),
     (re.compile(r"\b\d{2}:\d{2}:\d{2}(?:\.\d+)?\b"), "<time>"),
@@ -20,9 +24,16 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
 _VOLATILE_ARGS = frozenset({"summary", "security_risk", "thought", "reasoning"})
 
 
+# Beyond this, only the head and tail are normalised (with the length between them), which keeps
+# a 10 MB output cheap while a growing output still compares as different.
+_HEAD_TAIL = 16_384
+
+
 def normalize_text(text: str) -> str:
     if not text:
         return ""
+    if len(text) > 2 * _HEAD_TAIL:
+        text = f"{text[:_HEAD_TAIL]} <{len(text) - 2 * _HEAD_TAIL} chars> {text[-_HEAD_TAIL:]}"
     for pattern, repl in _RULES:
         text = pattern.sub(repl, text)
     return text.strip()

@@ -1,0 +1,99 @@
+"""The OpenHands SDK objects for one scaffold: LLM, agent, and the tool list it sends.
+
+Imports of the SDK stay inside functions: it is heavy, and `harness plan` should not pay for it.
+"""
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from harness.episodes.scaffold import Scaffold
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm would fetch prices at import
+os.environ.setdefault("OPENHANDS_SUPPRESS_BANNER", "1")
+
+
+def build_llm(
+    *,
+    base_url: str,
+    model: str,
+    api_key: str,
+    scaffold: Scaffold,
+    seed: int | None = None,
+    temperature: float | None = None,
+    completions_dir: Path | None = None,
+    timeout: float = 600,
+) -> Any:
+    from openhands.sdk import LLM
+    from pydantic import SecretStr
+
+    return LLM(
+        model=f"openai/{model}",
+        base_url=base_url,
+        api_key=SecretStr(api_key),
+        usage_id="agent",
+        temperature=scaffold.sampling.temperature if temperature is None else temperature,
+        top_p=scaffold.sampling.top_p,
+        seed=seed,
+        max_output_tokens=scaffold.sampling.max_output_tokens,
+        num_retries=1,  # tenacity's stop_after_attempt: one attempt; the harness decides retries
+        timeout=timeout,
+        native_tool_calling=scaffold.native_tool_calling,
+        reasoning_effort=None,
+        api_mode="chat",
+        # Unknown openai/* models are taken for reasoning models: the SDK would silently drop
+        # temperature/top_p and send reasoning_effort. Pin sampling instead.
+        capability_overrides={
+            "supports_sampling_params": True,
+            "supports_reasoning_effort": False,
+            "supports_prompt_cache_key": False,
+        },
+        caching_prompt=False,
+        log_completions=completions_dir is not None,
+        log_completions_folder=str(completions_dir) if completions_dir else "logs/completions",
+    )
+
+
+def build_agent(scaffold: Scaffold, llm: Any) -> Any:
+    from openhands.sdk import Agent, Tool
+    from openhands.tools.file_editor import FileEditorTool  # noqa: F401  registers file_editor
+    from openhands.tools.terminal import TerminalTool  # noqa: F401  registers terminal
+
+    params = {"terminal": {"terminal_type": scaffold.terminal_type}}
+    tools = [Tool(name=name, params=params.get(name, {})) for name in scaffold.tools]
+    return Agent(llm=llm, tools=tools, include_default_tools=list(scaffold.builtin_tools))
+
+
+def export_tools(scaffold: Scaffold) -> dict[str, Any]:
+    """The exact tool list (OpenAI format) the agent sends, plus the SDK's tool-name aliases."""
+    from importlib.metadata import version
+
+    from openhands.sdk import Conversation
+    from openhands.sdk.agent.utils import TOOL_NAME_ALIASES
+
+    llm = build_llm(base_url="http://127.0.0.1:9/v1", model="export", api_key="x", scaffold=scaffold)
+    agent = build_agent(scaffold, llm)
+    with tempfile.TemporaryDirectory(prefix="harness-export-") as ws:
+        conv = Conversation(agent=agent, workspace=ws, persistence_dir=None, visualizer=None)
+        try:
+            conv._ensure_agent_ready()  # resolves tool specs without any LLM call
+            tools = [
+                t.to_openai_tool(add_security_risk_prediction=True) for t in conv.agent.tools_map.values()
+            ]
+        finally:
+            conv.close()
+        # file_editor's description names the workspace; keep the snapshot machine-independent.
+        tools = json.loads(
+            json.dumps(tools, default=str)
+            .replace(str(Path(ws).resolve()), "<workspace>")
+            .replace(ws, "<workspace>")
+        )
+    return {
+        "scaffold": scaffold.name,
+        "openhands_sdk": version("openhands-sdk"),
+        "openhands_tools": version("openhands-tools"),
+        "tools": tools,
+        "aliases": dict(TOOL_NAME_ALIASES),
+    }
