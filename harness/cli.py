@@ -147,6 +147,72 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0 if not reason.startswith("crashed") else 1
 
 
+# ---- harness loops / replay / scaffold ----------------------------------------------------------
+def cmd_loops(args: argparse.Namespace) -> int:
+    from harness.results.loops_report import loops_report
+
+    report = loops_report(args.path)
+    if args.json:
+        print(report.model_dump_json(indent=2))
+        return 0
+    for w in report.warnings[:50]:
+        print(f"warning: {w}", file=sys.stderr)
+    if len(report.warnings) > 50:
+        print(f"warning: ... and {len(report.warnings) - 50} more", file=sys.stderr)
+    t = Table(title=f"loops in {args.path} ({report.format})")
+    for col in (
+        "episode",
+        "turns",
+        "loop",
+        "start",
+        "period",
+        "repeats",
+        "turns after",
+        "tokens after",
+        "unit",
+    ):
+        t.add_column(col, overflow="fold")
+    for r in report.rows:
+        t.add_row(
+            r.episode,
+            str(r.turns),
+            r.loop_kind or ("error" if r.error else "-"),
+            *(str(v) if v is not None else "-" for v in (r.start_turn, r.period, r.repeats)),
+            str(r.turns_after_onset) if r.loop_kind else "-",
+            (str(r.tokens_after_onset) if r.tokens_after_onset is not None else "?") if r.loop_kind else "-",
+            (r.unit or "")[:80],
+        )
+    out.print(t)
+    tot = report.totals
+    share = 100 * tot.looping / tot.episodes if tot.episodes else 0
+    kinds = ", ".join(f"{k} {v}" for k, v in sorted(tot.by_kind.items())) or "none"
+    out.print(
+        f"{tot.episodes} episodes, {tot.looping} looping ({share:.0f}%: {kinds}); "
+        f"{tot.turns_after_onset} of {tot.turns} turns and {tot.tokens_after_onset} tokens spent after a loop began"
+        + (f"; {tot.skipped_lines} lines skipped" if tot.skipped_lines else "")
+    )
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from harness.replay import load_script, serve_forever
+
+    script = load_script(args.file)
+    out.print(
+        f"replaying {len(script.responses)} responses as model {script.model!r} at "
+        f"http://127.0.0.1:{args.port}/v1 (Ctrl-C stops)"
+    )
+    serve_forever(script, port=args.port, api_key=args.api_key)
+    return 0
+
+
+def cmd_scaffold_export(args: argparse.Namespace) -> int:
+    from harness.episodes.scaffold import export_scaffold
+
+    out.print(f"wrote {export_scaffold(args.scaffold)}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="harness", description="Evaluate fine-tuned language models as coding agents.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -190,6 +256,27 @@ def build_parser() -> argparse.ArgumentParser:
     insp.add_argument("--chat-template", type=Path, help="override the chat template")
     insp.add_argument("--json", action="store_true", help="print JSON")
     insp.set_defaults(func=cmd_inspect)
+
+    loops = sub.add_parser(
+        "loops", help="find loops in trajectories (run dirs, SDK conversations, output.jsonl)"
+    )
+    loops.add_argument(
+        "path", type=Path, help="run directory, OpenHands output.jsonl, or SDK conversation dir"
+    )
+    loops.add_argument("--json", action="store_true", help="print JSON")
+    loops.set_defaults(func=cmd_loops)
+
+    replay = sub.add_parser("replay", help="serve scripted or recorded completions (OpenAI-compatible)")
+    replay.add_argument("file", type=Path, help="replay script (.json) or a folder of recorded completions")
+    replay.add_argument("--port", type=int, default=8011, help="port on 127.0.0.1 [default: 8011]")
+    replay.add_argument("--api-key", help="require this API key [default: none]")
+    replay.set_defaults(func=cmd_replay)
+
+    scaffold = sub.add_parser("scaffold", help="scaffold definitions")
+    ssub2 = scaffold.add_subparsers(dest="scaffold_command", required=True, parser_class=_Parser)
+    export = ssub2.add_parser("export", help="write tools.schema.json from the installed OpenHands SDK")
+    export.add_argument("scaffold", nargs="?", default="openhands-codeact", help="scaffold name or directory")
+    export.set_defaults(func=cmd_scaffold_export)
     return p
 
 

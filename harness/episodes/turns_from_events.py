@@ -81,6 +81,7 @@ class SdkTurnAssembler:
         self._last: dict[str, Any] | None = None
         self._pending: dict[int, set[str]] = {}  # turn index -> tool_call ids still without output
         self._emitted = 0
+        self.response_ids: dict[int, str] = {}  # turn index -> llm_response_id (to join token usage)
 
     def feed(self, ev: dict[str, Any]) -> list[Turn]:
         b = self._b
@@ -92,6 +93,7 @@ class SdkTurnAssembler:
             if turn is None:
                 turn = b.new(text=_text_of(ev.get("thought")), finish_reason="tool_calls")
                 self._by_response[response_id] = turn
+                self.response_ids[turn["index"]] = response_id
             call_id = str(ev.get("tool_call_id") or ev.get("id"))
             turn["tool_calls"].append(
                 {
@@ -133,6 +135,8 @@ class SdkTurnAssembler:
             text = _text_of(msg.get("content"))
             if ev.get("source") == "agent":
                 self._last = b.new(text=text, finish_reason="stop")
+                if ev.get("llm_response_id"):
+                    self.response_ids[self._last["index"]] = str(ev["llm_response_id"])
             elif self._last is not None and not self._last["tool_calls"]:
                 b.observe(self._last, text, False)  # the (simulated) user's reply to a text-only turn
         return self._ready()

@@ -1,0 +1,1 @@
+"""Run store, trajectory readers, and reports (loops today; aggregation and comparison next)."""

@@ -1,0 +1,85 @@
+"""`harness loops`: a row per episode (loop kind, onset, period, repeats, waste) and totals."""
+
+from collections import Counter
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from harness.monitor import LoopConfig, detect_loops
+from harness.results.trajectories import ReadResult, Trajectory, read_trajectories
+
+
+class LoopRow(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    episode: str
+    source: str
+    turns: int
+    loop_kind: str | None
+    start_turn: int | None
+    period: int | None
+    repeats: int | None
+    unit: str | None
+    turns_after_onset: int
+    tokens_after_onset: int | None  # None when the source has no token counts
+    error: str | None
+
+
+class LoopTotals(BaseModel):
+    episodes: int
+    looping: int
+    by_kind: dict[str, int]
+    turns: int
+    turns_after_onset: int
+    tokens_after_onset: int
+    skipped_lines: int
+    warnings: int
+
+
+class LoopsReport(BaseModel):
+    format: str
+    rows: list[LoopRow]
+    totals: LoopTotals
+    warnings: list[str]
+
+
+def _row(t: Trajectory, config: LoopConfig | None) -> LoopRow:
+    finding = detect_loops(t.turns, config)
+    after = [turn for turn in t.turns if finding is not None and turn.index >= finding.start_turn]
+    known = [turn for turn in after if turn.prompt_tokens is not None or turn.completion_tokens is not None]
+    tokens = (
+        sum((turn.prompt_tokens or 0) + (turn.completion_tokens or 0) for turn in known) if known else None
+    )
+    return LoopRow(
+        episode=t.episode,
+        source=t.source,
+        turns=len(t.turns),
+        loop_kind=finding.kind.value if finding else None,
+        start_turn=finding.start_turn if finding else None,
+        period=finding.period if finding else None,
+        repeats=finding.repeats if finding else None,
+        unit=finding.unit if finding else None,
+        turns_after_onset=len(after),
+        tokens_after_onset=tokens if finding else 0,
+        error=t.error,
+    )
+
+
+def analyse(result: ReadResult, config: LoopConfig | None = None) -> LoopsReport:
+    rows = [_row(t, config) for t in result.trajectories]
+    kinds = Counter(r.loop_kind for r in rows if r.loop_kind)
+    totals = LoopTotals(
+        episodes=len(rows),
+        looping=sum(kinds.values()),
+        by_kind=dict(kinds),
+        turns=sum(r.turns for r in rows),
+        turns_after_onset=sum(r.turns_after_onset for r in rows),
+        tokens_after_onset=sum(r.tokens_after_onset or 0 for r in rows),
+        skipped_lines=result.skipped_lines,
+        warnings=len(result.warnings),
+    )
+    return LoopsReport(format=result.format, rows=rows, totals=totals, warnings=result.warnings)
+
+
+def loops_report(path: Path, config: LoopConfig | None = None) -> LoopsReport:
+    return analyse(read_trajectories(path), config)

@@ -1,0 +1,230 @@
+"""Read trajectories from disk as Turn records, whatever wrote them.
+
+Sources:
+- a harness run directory (episodes.jsonl whose records name a trajectory file of Turn lines);
+- an OpenHands SDK conversation directory (events/*.json), or a folder holding several;
+- an OpenHands evaluation output.jsonl (one instance per line with a ``history`` list), in the
+  0.x shape (``action``/``observation`` events, flat or paired) or the SDK shape (``kind`` events).
+Bad lines become counted warnings naming the line; unreadable or unknown input is a HarnessError.
+"""
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from harness.episodes.turns_from_events import SdkTurnAssembler, turns_from_v0_history
+from harness.errors import HarnessError
+from harness.monitor.records import Turn
+
+
+class Trajectory(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    episode: str
+    source: str
+    turns: list[Turn]
+    error: str | None = None
+
+
+class ReadResult(BaseModel):
+    trajectories: list[Trajectory] = []
+    warnings: list[str] = []
+    skipped_lines: int = 0
+    format: str = ""
+
+
+def _check_text_file(path: Path) -> None:
+    try:
+        size = path.stat().st_size
+        head = path.open("rb").read(8192)
+    except OSError as exc:
+        raise HarnessError(f"{path}: cannot read ({exc.strerror})") from None
+    if size == 0 or not head.strip():
+        raise HarnessError(f"{path}: empty file; nothing to analyse")
+    if b"\x00" in head:
+        raise HarnessError(f"{path}: binary data, not JSON lines")
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 4:  # a cut multi-byte character at the end of the sample is fine
+            raise HarnessError(f"{path}: not UTF-8 text (byte {exc.start}); expected JSON lines") from None
+
+
+def _json_lines(path: Path, result: ReadResult) -> Iterator[tuple[int, dict[str, Any]]]:
+    _check_text_file(path)
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError as exc:
+                result.skipped_lines += 1
+                # An error at the very end of the line means the line was cut short.
+                what = "truncated JSON" if exc.pos >= len(line.rstrip()) - 1 else "invalid JSON"
+                result.warnings.append(f"{path}:{number}: {what} ({exc.msg}); line skipped")
+                continue
+            if not isinstance(value, dict):
+                result.skipped_lines += 1
+                result.warnings.append(
+                    f"{path}:{number}: a JSON {type(value).__name__}, not an object; line skipped"
+                )
+                continue
+            yield number, value
+
+
+def _sdk_turns(events: list[dict[str, Any]], usage: dict[str, dict[str, int]] | None = None) -> list[Turn]:
+    asm = SdkTurnAssembler()
+    turns: list[Turn] = []
+    for ev in events:
+        turns += asm.feed(ev)
+    turns += asm.finish()
+    if usage:
+        turns = [
+            t.model_copy(update=usage[rid]) if (rid := asm.response_ids.get(t.index)) in usage else t
+            for t in turns
+        ]
+    return turns
+
+
+def _history_turns(history: list[Any]) -> list[Turn]:
+    first = next((h for h in history if isinstance(h, dict)), None)
+    if first is not None and "kind" in first:
+        return _sdk_turns([h for h in history if isinstance(h, dict)])
+    return turns_from_v0_history(history)
+
+
+def read_output_jsonl(path: Path) -> ReadResult:
+    result = ReadResult(format="openhands-output")
+    for number, line in _json_lines(path, result):
+        if "history" not in line:
+            if "task_id" in line and "trajectory" in line:
+                return read_run_dir(path.parent)
+            raise HarnessError(
+                f"{path}:{number}: unknown format: expected OpenHands evaluation lines with `history`, "
+                "a harness episodes.jsonl, or an SDK conversation directory"
+            )
+        episode = str(line.get("instance_id") or f"line-{number}")
+        history = line.get("history") or []
+        if not isinstance(history, list):
+            result.warnings.append(f"{path}:{number}: `history` is not a list; line skipped")
+            result.skipped_lines += 1
+            continue
+        try:
+            turns = _history_turns(history)
+        except (ValidationError, TypeError, ValueError, AttributeError) as exc:
+            result.warnings.append(
+                f"{path}:{number}: unreadable history ({str(exc).splitlines()[0]}); line skipped"
+            )
+            result.skipped_lines += 1
+            continue
+        error = line.get("error")
+        result.trajectories.append(
+            Trajectory(
+                episode=episode, source=f"{path}:{number}", turns=turns, error=str(error) if error else None
+            )
+        )
+    return _nonempty(result, path)
+
+
+def _usage_from_state(conv_dir: Path) -> dict[str, dict[str, int]]:
+    """response_id -> token counts from base_state.json (the SDK keeps usage there, not in events)."""
+    try:
+        state = json.loads((conv_dir / "base_state.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+    usage: dict[str, dict[str, int]] = {}
+    for metrics in ((state.get("stats") or {}).get("usage_to_metrics") or {}).values():
+        for u in (metrics or {}).get("token_usages") or []:
+            if u.get("response_id"):
+                usage[u["response_id"]] = {
+                    "prompt_tokens": int(u.get("prompt_tokens") or 0),
+                    "completion_tokens": int(u.get("completion_tokens") or 0),
+                }
+    return usage
+
+
+def read_conversation_dir(conv_dir: Path, result: ReadResult) -> None:
+    events: list[dict[str, Any]] = []
+    for f in sorted((conv_dir / "events").glob("*.json")):
+        try:
+            data = json.loads(f.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+            result.skipped_lines += 1
+            result.warnings.append(f"{f}: unreadable event ({exc}); skipped")
+            continue
+        if isinstance(data, dict):
+            events.append(data)
+    result.trajectories.append(
+        Trajectory(
+            episode=conv_dir.name, source=str(conv_dir), turns=_sdk_turns(events, _usage_from_state(conv_dir))
+        )
+    )
+
+
+def read_run_dir(run_dir: Path) -> ReadResult:
+    result = ReadResult(format="harness-run")
+    for number, rec in _json_lines(run_dir / "episodes.jsonl", result):
+        episode = f"{rec.get('model', '?')}/{rec.get('task_id', '?')}/seed{rec.get('seed', '?')}"
+        rel = rec.get("trajectory")
+        turns: list[Turn] = []
+        if rel:
+            traj = run_dir / str(rel)
+            if not traj.is_file():
+                result.warnings.append(f"{run_dir}/episodes.jsonl:{number}: trajectory {rel} is missing")
+            else:
+                sub = ReadResult()
+                for tnum, t in _json_lines(traj, sub):
+                    try:
+                        turns.append(Turn.model_validate(t))
+                    except ValidationError as exc:
+                        sub.warnings.append(f"{traj}:{tnum}: not a Turn ({exc.errors()[0]['msg']}); skipped")
+                        sub.skipped_lines += 1
+                result.warnings += sub.warnings
+                result.skipped_lines += sub.skipped_lines
+        err = rec.get("error")
+        result.trajectories.append(
+            Trajectory(
+                episode=episode,
+                source=f"{run_dir}/episodes.jsonl:{number}",
+                turns=turns,
+                error=(err or {}).get("message") if isinstance(err, dict) else err,
+            )
+        )
+    return _nonempty(result, run_dir)
+
+
+def _nonempty(result: ReadResult, path: Path) -> ReadResult:
+    if not result.trajectories:
+        raise HarnessError(f"{path}: no readable episode ({result.skipped_lines} lines skipped)")
+    return result
+
+
+def read_trajectories(path: Path) -> ReadResult:
+    """Detect the source kind at ``path`` and read every episode in it."""
+    if not path.exists():
+        raise HarnessError(f"{path}: no such file or directory")
+    if path.is_file():
+        if path.name == "episodes.jsonl":
+            return read_run_dir(path.parent)
+        return read_output_jsonl(path)
+    if (path / "episodes.jsonl").is_file():
+        return read_run_dir(path)
+    if (path / "output.jsonl").is_file():
+        return read_output_jsonl(path / "output.jsonl")
+    conv_dirs = (
+        [path]
+        if (path / "events").is_dir()
+        else sorted(p.parent for p in path.glob("**/events") if p.is_dir())
+    )
+    if conv_dirs:
+        result = ReadResult(format="openhands-sdk-conversation")
+        for d in conv_dirs:
+            read_conversation_dir(d, result)
+        return result
+    raise HarnessError(
+        f"{path}: unknown format: no episodes.jsonl, output.jsonl or OpenHands conversation (events/) inside"
+    )
