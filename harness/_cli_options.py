@@ -17,7 +17,11 @@ def _base_type(annotation: Any) -> Any:
 
 
 def add_model_flags(
-    parser: argparse.ArgumentParser, model: type[BaseModel], *, skip: frozenset[str] = frozenset()
+    parser: argparse.ArgumentParser,
+    model: type[BaseModel],
+    *,
+    skip: frozenset[str] = frozenset(),
+    optional: bool = False,
 ) -> None:
     """One --flag per field; defaults are None so that 'not given' leaves the config file's value."""
     for name, field in model.model_fields.items():
@@ -44,7 +48,12 @@ def add_model_flags(
         else:
             conv = {int: int, float: float, Path: Path}.get(kind, str)
             parser.add_argument(
-                flag, dest=name, type=conv, default=None, required=field.is_required(), help=help_text
+                flag,
+                dest=name,
+                type=conv,
+                default=None,
+                required=field.is_required() and not optional,
+                help=help_text,
             )
 
 

@@ -147,6 +147,60 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0 if not reason.startswith("crashed") else 1
 
 
+# ---- harness check ---------------------------------------------------------------------------
+def cmd_check(args: argparse.Namespace) -> int:
+    from harness.episodes.check import CheckReport, run_checks
+    from harness.episodes.scaffold import load_scaffold
+    from harness.server import ServerConfig, VLLMServer, build_config
+
+    scaffold = load_scaffold(args.scaffold)
+    report: CheckReport
+    if args.base_url:
+        if not args.served_model:
+            raise HarnessError("--base-url needs --served-model NAME (the model name the server serves)")
+        report = run_checks(
+            base_url=args.base_url,
+            api_key=args.api_key or "EMPTY",
+            model=args.served_model,
+            scaffold=scaffold,
+        )
+    else:
+        if not args.model:
+            raise HarnessError("pass --model CKPT (a server is started for the check) or --base-url URL")
+        values = model_values(args, ServerConfig) | {"idle_timeout": 0.0}
+        server = VLLMServer(build_config(**values), run_dir=args.run_dir or _default_run_dir("check"))
+        with server:
+            assert server.checkpoint is not None
+            report = run_checks(
+                base_url=server.base_url,
+                api_key=server.api_key,
+                model=server.checkpoint.request_model,
+                scaffold=scaffold,
+                parser=server.checkpoint.tool_call_parser,
+            )
+    if args.json:
+        print(report.model_dump_json(indent=2))
+    else:
+        style = {
+            "pass": "[green]pass[/]",
+            "warn": "[yellow]warn[/]",
+            "fail": "[red]FAIL[/]",
+            "skip": "[dim]skip[/]",
+        }
+        t = Table(title=f"scaffold check: {report.model} with {scaffold.name}")
+        for col in ("check", "result", "detail", "fix"):
+            t.add_column(col, overflow="fold")
+        for r in report.results:
+            t.add_row(r.name, style[r.outcome], r.detail, r.fix or "")
+        out.print(t)
+        out.print(
+            "[green]scaffold check passed[/]"
+            if report.passed
+            else "[red]scaffold check failed[/]: see the fix column"
+        )
+    return 0 if report.passed else 1
+
+
 # ---- harness loops / replay / scaffold ----------------------------------------------------------
 def cmd_loops(args: argparse.Namespace) -> int:
     from harness.results.loops_report import loops_report
@@ -256,6 +310,20 @@ def build_parser() -> argparse.ArgumentParser:
     insp.add_argument("--chat-template", type=Path, help="override the chat template")
     insp.add_argument("--json", action="store_true", help="print JSON")
     insp.set_defaults(func=cmd_inspect)
+
+    check = sub.add_parser(
+        "check", help="validate chat template, tool-call parser and tool schemas before an eval"
+    )
+    from harness.server.config import ServerConfig
+
+    add_model_flags(check, ServerConfig, optional=True)
+    check.add_argument("--base-url", help="check a running OpenAI-compatible server instead of starting one")
+    check.add_argument("--api-key", help="API key for --base-url")
+    check.add_argument("--served-model", help="model name on the --base-url server")
+    check.add_argument("--scaffold", default="openhands-codeact", help="scaffold name or directory")
+    check.add_argument("--run-dir", type=Path, help="where server.log goes [default: results/check-<time>]")
+    check.add_argument("--json", action="store_true", help="print JSON")
+    check.set_defaults(func=cmd_check)
 
     loops = sub.add_parser(
         "loops", help="find loops in trajectories (run dirs, SDK conversations, output.jsonl)"

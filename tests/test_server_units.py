@@ -78,6 +78,11 @@ LOG_FREE = (
         ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate", "out of GPU memory"),
         ("OSError: [Errno 98] Address already in use", "--port"),
         ("ModuleNotFoundError: No module named 'vllm._C'", "harness server setup --force"),
+        (
+            "TypeError: --tool-call-parser llama3_json cannot be used with the tokenizer of '/m': "
+            "Llama3JsonToolParser could not locate the bot token '<|python_tag|>' in the tokenizer.",
+            "--tool-call-parser llama3_json does not fit this model's tokenizer",
+        ),
     ],
 )
 def test_diagnose_known_failures(log: str, needle: str) -> None:

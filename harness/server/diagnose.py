@@ -20,6 +20,15 @@ def log_tail(log: Path, lines: int = 12) -> list[str]:
     return [line for line in text if line.strip()][-lines:]
 
 
+_EXCEPTION_LINE = re.compile(r"^\s*(?:\(\w+ pid=\d+\) )?(?:\w+\.)*\w*(?:Error|Exception): .+", re.M)
+
+
+def last_exception(log_text: str) -> str | None:
+    """The last 'SomethingError: message' line of a log: usually the real cause of a crash."""
+    found = _EXCEPTION_LINE.findall(log_text)
+    return found[-1].strip()[:300] if found else None
+
+
 def diagnose(log_text: str) -> str | None:
     """A one-line cause and fix for the known startup failures, or None if unrecognised."""
     if m := _NEEDED.search(log_text):
@@ -47,6 +56,13 @@ def diagnose(log_text: str) -> str | None:
         return "out of GPU memory while loading; lower --max-model-len / --max-num-seqs or use a bigger GPU"
     if "Address already in use" in log_text:
         return "the port is already in use; pass another --port or leave it out to pick a free one"
+    if m := re.search(
+        r"--tool-call-parser (\S+) cannot be used with the tokenizer of '[^']*': (.*)", log_text
+    ):
+        return (
+            f"--tool-call-parser {m.group(1)} does not fit this model's tokenizer ({m.group(2).strip()[:120]}); "
+            "leave the flag out to use the parser chosen from the chat template"
+        )
     if m := re.search(r"No module named '([^']+)'", log_text):
         return f"the vLLM environment lacks module {m.group(1)}; run `harness server setup --force`"
     return None

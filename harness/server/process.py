@@ -20,7 +20,7 @@ from harness.errors import HarnessError, ServerCrashed, ServerStartError
 from harness.progress import console
 from harness.server.checkpoint import Checkpoint, inspect_checkpoint
 from harness.server.config import ServerConfig
-from harness.server.diagnose import diagnose, log_tail
+from harness.server.diagnose import diagnose, last_exception, log_tail
 from harness.server.environment import server_python
 from harness.server.gpu import has_cuda
 from harness.server.launch import Launch, build_launch
@@ -176,7 +176,7 @@ class VLLMServer:
     def _fail_start(self, what: str) -> ServerStartError:
         assert self.launch is not None
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-        cause = diagnose(text)
+        cause = diagnose(text) or last_exception(text)
         tail = log_tail(self.log_path, 1)
         detail = cause or (tail[-1][:300] if tail else "no output")
         return ServerStartError(
@@ -239,8 +239,8 @@ class VLLMServer:
 
     def _crashed(self) -> ServerCrashed:
         code = self._proc.poll() if self._proc else None
-        tail = [line for line in log_tail(self.log_path, 40) if "Error" in line or "error" in line]
-        cause = tail[-1][:300] if tail else "no error in the log"
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        cause = last_exception(text[-20000:]) or "no error in the log"
         return ServerCrashed(f"vLLM server died (exit code {code}): {cause}; log: {self.log_path}")
 
     def chat(self, **kwargs: Any) -> Any:
