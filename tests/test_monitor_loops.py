@@ -45,7 +45,7 @@ def test_repeat_call_with_varying_thought_summary_and_ids() -> None:
     f = detect_loops(turns)
     assert f is not None and f.kind == LoopKind.repeat_call
     assert (f.start_turn, f.period, f.repeats, f.detected_at) == (3, 1, 6, 6)
-    assert 'terminal({"command": "ls -la"})' in f.unit
+    assert 'terminal({"command":"ls -la"})' in f.unit
 
 
 def test_online_detection_fires_once_at_the_certain_turn() -> None:

@@ -40,6 +40,11 @@ def _text_of(content: Any) -> str:
     return ""
 
 
+def _turn(t: dict[str, Any]) -> Turn:
+    # model_validate runs in pydantic-core and beats model_construct's Python loop here.
+    return Turn.model_validate(t)
+
+
 class _Builder:
     def __init__(self) -> None:
         self.turns: list[dict[str, Any]] = []
@@ -65,7 +70,7 @@ class _Builder:
         turn["observation_is_error"] = turn["observation_is_error"] or is_error
 
     def build(self) -> list[Turn]:
-        return [Turn.model_validate(t) for t in self.turns]
+        return [_turn(t) for t in self.turns]
 
 
 class SdkTurnAssembler:
@@ -147,7 +152,7 @@ class SdkTurnAssembler:
             turn = self._b.turns[self._emitted]
             if self._pending.get(turn["index"]):
                 break
-            out.append(Turn.model_validate(turn))
+            out.append(_turn(turn))
             self._emitted += 1
         return out
 

@@ -226,12 +226,15 @@ class LoopDetector:
             return self._repeat(LoopKind.repeat_call, self._run, step.action, turn.index)
         if step.text_only and not step.error and self._text_run >= cfg.repeat_output:
             return self._repeat(LoopKind.repeat_output, self._text_run, step.text or step.action, turn.index)
-        steps = list(self._steps)
+        steps = self._steps
+        n = len(steps)
         for period in range(2, cfg.max_period + 1):
             need = period * cfg.cycle_repeats
-            if len(steps) < need:
+            if n < need:
                 break
-            tail = steps[-need:]
+            if steps[-1].key != steps[-1 - period].key:
+                continue  # necessary for a cycle of this period ending here; skips the scan
+            tail = list(steps)[-need:]
             periodic = all(tail[i].key == tail[i + period].key for i in range(need - period))
             if periodic and len({s.key for s in tail[:period]}) == period:
                 self._cycle_run = 0

@@ -1,0 +1,1 @@
+"""One OpenHands episode: scaffold -> agent -> conversation -> record; scaffold checks."""
