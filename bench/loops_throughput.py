@@ -21,25 +21,56 @@ from pathlib import Path
 
 from harness.monitor import LoopDetector, ToolCall, Turn
 
-COMMANDS = ["ls -la", "cat src/app.py", "pytest -q tests/test_app.py", "grep -rn parse src", "git diff", "python -m app"]
+COMMANDS = [
+    "ls -la",
+    "cat src/app.py",
+    "pytest -q tests/test_app.py",
+    "grep -rn parse src",
+    "git diff",
+    "python -m app",
+]
 
 
 def action(i: int, name: str, args: dict, thought: str) -> dict:
-    return {"kind": "ActionEvent", "id": f"a{i}", "source": "agent", "thought": [{"type": "text", "text": thought}],
-            "tool_name": name, "tool_call_id": f"c{i}", "llm_response_id": f"r{i}",
-            "tool_call": {"id": f"c{i}", "name": name, "arguments": json.dumps(args), "origin": "completion"},
-            "action": {"kind": "TerminalAction", **args}}
+    return {
+        "kind": "ActionEvent",
+        "id": f"a{i}",
+        "source": "agent",
+        "thought": [{"type": "text", "text": thought}],
+        "tool_name": name,
+        "tool_call_id": f"c{i}",
+        "llm_response_id": f"r{i}",
+        "tool_call": {"id": f"c{i}", "name": name, "arguments": json.dumps(args), "origin": "completion"},
+        "action": {"kind": "TerminalAction", **args},
+    }
 
 
 def observation(i: int, text: str, error: bool = False) -> dict:
-    return {"kind": "ObservationEvent", "id": f"o{i}", "source": "environment", "tool_call_id": f"c{i}",
-            "action_id": f"a{i}", "observation": {"kind": "TerminalObservation", "is_error": error,
-                                                  "content": [{"type": "text", "text": text}]}}
+    return {
+        "kind": "ObservationEvent",
+        "id": f"o{i}",
+        "source": "environment",
+        "tool_call_id": f"c{i}",
+        "action_id": f"a{i}",
+        "observation": {
+            "kind": "TerminalObservation",
+            "is_error": error,
+            "content": [{"type": "text", "text": text}],
+        },
+    }
 
 
 def episode(e: int, turns: int, rng: random.Random) -> dict:
-    history: list[dict] = [{"kind": "MessageEvent", "source": "user", "llm_message": {"role": "user", "content": [
-        {"type": "text", "text": "Fix the failing test in src/app.py."}]}}]
+    history: list[dict] = [
+        {
+            "kind": "MessageEvent",
+            "source": "user",
+            "llm_message": {
+                "role": "user",
+                "content": [{"type": "text", "text": "Fix the failing test in src/app.py."}],
+            },
+        }
+    ]
     loop_kind = e % 20 if e % 5 == 0 else None
     onset = rng.randint(5, 15)
     for t in range(turns):
@@ -47,21 +78,36 @@ def episode(e: int, turns: int, rng: random.Random) -> dict:
         if loop_kind is not None and t >= onset:
             k = (loop_kind // 5) % 4
             if k == 0:  # repeat_call with varying thought
-                history += [action(i, "terminal", {"command": "ls -la"}, f"Let me look again ({t})"),
-                            observation(i, "total 8\n-rw-r--r-- app.py")]
+                history += [
+                    action(i, "terminal", {"command": "ls -la"}, f"Let me look again ({t})"),
+                    observation(i, "total 8\n-rw-r--r-- app.py"),
+                ]
             elif k == 1:  # cycle
                 cmd = COMMANDS[t % 2]
                 history += [action(i, "terminal", {"command": cmd}, "retry"), observation(i, f"out of {cmd}")]
             elif k == 2:  # repeat_error
-                history += [action(i, "terminal", {"command": "python -m nope"}, "run it"),
-                            observation(i, "No module named nope", error=True)]
+                history += [
+                    action(i, "terminal", {"command": "python -m nope"}, "run it"),
+                    observation(i, "No module named nope", error=True),
+                ]
             else:  # repeat_output
-                history.append({"kind": "MessageEvent", "source": "agent", "llm_response_id": f"r{i}", "llm_message": {
-                    "role": "assistant", "content": [{"type": "text", "text": "I will now fix the bug in app.py."}]}})
+                history.append(
+                    {
+                        "kind": "MessageEvent",
+                        "source": "agent",
+                        "llm_response_id": f"r{i}",
+                        "llm_message": {
+                            "role": "assistant",
+                            "content": [{"type": "text", "text": "I will now fix the bug in app.py."}],
+                        },
+                    }
+                )
             continue
         cmd = f"{rng.choice(COMMANDS)} # step {t}"
-        history += [action(i, "terminal", {"command": cmd, "summary": "work"}, f"Step {t}: checking {cmd}"),
-                    observation(i, f"output of step {t}: " + "x" * rng.randint(20, 400))]
+        history += [
+            action(i, "terminal", {"command": cmd, "summary": "work"}, f"Step {t}: checking {cmd}"),
+            observation(i, f"output of step {t}: " + "x" * rng.randint(20, 400)),
+        ]
     return {"instance_id": f"task-{e:05d}", "history": history, "error": None, "test_result": {}}
 
 
@@ -75,7 +121,9 @@ def write_run_dir(root: Path, episodes: int, turns: int, rng: random.Random) -> 
             rel = f"trajectories/e{e:05d}.jsonl"
             ep_turns = turns_from_sdk_events(episode(e, turns, rng)["history"])
             (root / rel).write_text("".join(t.model_dump_json() + "\n" for t in ep_turns))
-            idx.write(json.dumps({"model": "m", "task_id": f"task-{e:05d}", "seed": 1, "trajectory": rel}) + "\n")
+            idx.write(
+                json.dumps({"model": "m", "task_id": f"task-{e:05d}", "seed": 1, "trajectory": rel}) + "\n"
+            )
 
 
 def timed_loops(path: Path) -> tuple[float, dict]:
@@ -92,9 +140,15 @@ def timed_loops(path: Path) -> tuple[float, dict]:
 
 def online_cost_per_turn() -> float:
     det = LoopDetector()
-    turns = [Turn(index=i, text=f"Step {i}: let me inspect file {i}", observation=f"contents {i} " + "y" * 300,
-                  tool_calls=(ToolCall(name="terminal", arguments=json.dumps({"command": f"cat f{i}.py"})),))
-             for i in range(260)]
+    turns = [
+        Turn(
+            index=i,
+            text=f"Step {i}: let me inspect file {i}",
+            observation=f"contents {i} " + "y" * 300,
+            tool_calls=(ToolCall(name="terminal", arguments=json.dumps({"command": f"cat f{i}.py"})),),
+        )
+        for i in range(260)
+    ]
     for t in turns[:190]:
         det.feed(t)
     t0 = time.perf_counter()
@@ -117,16 +171,24 @@ def main() -> None:
         size = path.stat().st_size
         total = args.episodes * args.turns
         elapsed, totals = timed_loops(path)
-        print(f"OpenHands output.jsonl (SDK events): {args.episodes} episodes x {args.turns} turns, {size / 2**20:.0f} MiB")
-        print(f"  harness loops: {elapsed:.2f} s end to end on one core -> {total / elapsed:,.0f} turns/s (target >= 50,000)")
+        print(
+            f"OpenHands output.jsonl (SDK events): {args.episodes} episodes x {args.turns} turns, {size / 2**20:.0f} MiB"
+        )
+        print(
+            f"  harness loops: {elapsed:.2f} s end to end on one core -> {total / elapsed:,.0f} turns/s (target >= 50,000)"
+        )
         print(f"  found {totals['looping']} looping episodes: {totals['by_kind']}")
         run_dir = Path(tmp) / "run"
         write_run_dir(run_dir, args.episodes, args.turns, random.Random(0))
         elapsed, totals = timed_loops(run_dir)
         print(f"harness run directory (Turn records): {args.episodes} trajectories")
-        print(f"  harness loops: {elapsed:.2f} s end to end on one core -> {total / elapsed:,.0f} turns/s (target >= 50,000)")
+        print(
+            f"  harness loops: {elapsed:.2f} s end to end on one core -> {total / elapsed:,.0f} turns/s (target >= 50,000)"
+        )
         print(f"  found {totals['looping']} looping episodes: {totals['by_kind']}")
-    print(f"online LoopDetector.feed at turn ~200: {online_cost_per_turn() * 1e3:.3f} ms/turn (target < 1 ms)")
+    print(
+        f"online LoopDetector.feed at turn ~200: {online_cost_per_turn() * 1e3:.3f} ms/turn (target < 1 ms)"
+    )
 
 
 if __name__ == "__main__":

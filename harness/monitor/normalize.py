@@ -14,7 +14,11 @@ import orjson
 _RULES: tuple[tuple[tuple[str, ...], re.Pattern[str], str], ...] = (
     (("\x1b",), re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]"), ""),  # terminal escapes
     (("-",), re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I), "<uuid>"),
-    ((":",), re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"), "<time>"),
+    (
+        (":",),
+        re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"),
+        "<time>",
+    ),
     ((":",), re.compile(r"\b\d{2}:\d{2}:\d{2}(?:\.\d+)?\b"), "<time>"),
     (("0x", "0X"), re.compile(r"\b0x[0-9a-f]{6,}\b", re.I), "<addr>"),
     (("pid", "PID", "process"), re.compile(r"\b(?:pid|PID|process)[ =:]*\d+"), "pid <n>"),
