@@ -83,3 +83,31 @@ def test_monitor_stops_loop_that_sdk_stuck_detection_misses(tmp_path: Path) -> N
     unwatched, served = run(tmp_path / "sdk-only", stop_on_loop=False)
     assert unwatched.sdk_status == "finished" and served == len(THOUGHTS) + 2  # type: ignore[attr-defined]
     assert unwatched.loop.repeats == len(THOUGHTS)  # type: ignore[attr-defined]
+
+
+@pytest.mark.timeout(300)
+def test_recorded_completions_replay_the_episode_through_the_scaffold(tmp_path: Path) -> None:
+    from harness.replay import load_script
+
+    first, _ = run(tmp_path / "original", stop_on_loop=False)
+    script = load_script(first.completions_dir)  # type: ignore[attr-defined]
+    assert len(script.responses) == len(THOUGHTS) + 2
+    ws = tmp_path / "again" / "ws"
+    ws.mkdir(parents=True)
+    (ws / "task.txt").write_text("fix the bug")
+    with ReplayServer(script) as server:
+        again = run_sdk_episode(
+            instruction="Fix the bug described in task.txt.",
+            workspace=ws,
+            base_url=server.base_url,
+            model="looper",
+            api_key="k",
+            scaffold=load_scaffold(),
+            out_dir=tmp_path / "again" / "out",
+            seed=1,
+        )
+    assert again.status == "loop_stopped"
+    assert again.loop == first.loop.model_copy(update={"repeats": 4})  # type: ignore[attr-defined]
+    same = [(t.text, [(c.name, c.arguments) for c in t.tool_calls]) for t in again.turns]
+    orig = [(t.text, [(c.name, c.arguments) for c in t.tool_calls]) for t in first.turns[: len(again.turns)]]  # type: ignore[attr-defined]
+    assert same == orig

@@ -148,3 +148,48 @@ def test_recorded_completions_folder(tmp_path: Path) -> None:
     script = load_script(folder)
     assert [r.content for r in script.responses] == ["thinking", "all done"]
     assert script.responses[0].tool_calls[0].raw_arguments == '{"command":"ls"}'
+
+
+def test_harness_replay_command_serves_a_script_file(tmp_path: Path) -> None:
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    import httpx
+
+    from tests.conftest import REPO
+
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"content": "scripted hello"}]))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "replay", str(script), "--port", str(port)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ},
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        c = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="k", max_retries=0)
+        assert ask(c).choices[0].message.content == "scripted hello"  # type: ignore[attr-defined]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
+    bad = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "replay", str(tmp_path / "missing.json")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 2 and "no such file" in bad.stderr and "Traceback" not in bad.stderr

@@ -95,15 +95,17 @@ def _completion_to_response(data: dict[str, Any]) -> ScriptedResponse | None:
 
 def load_recorded_completions(folder: Path) -> ReplayScript:
     """A folder of logged completions (one JSON per model call), played in time order."""
-    files = sorted(folder.glob("*.json"), key=lambda p: (p.stat().st_mtime, p.name))
-    responses: list[ScriptedResponse] = []
-    for f in files:
+    recorded: list[tuple[float, str, ScriptedResponse]] = []
+    for f in folder.glob("*.json"):
         try:
             data = json.loads(f.read_text())
         except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise HarnessError(f"{f}: not a JSON completion log ({exc})") from None
         if isinstance(data, dict) and (r := _completion_to_response(data)):
-            responses.append(r)
+            # The SDK names files <model>-<time>-<random>.json; its own timestamp orders them.
+            when = data.get("timestamp")
+            recorded.append((float(when) if isinstance(when, int | float) else f.stat().st_mtime, f.name, r))
+    responses = [r for _, _, r in sorted(recorded, key=lambda x: (x[0], x[1]))]
     if not responses:
         raise HarnessError(f"{folder}: no recorded completions (*.json with choices) found")
     return ReplayScript(responses=responses)
