@@ -201,6 +201,129 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0 if report.passed else 1
 
 
+# ---- harness eval / tasks ---------------------------------------------------------------------
+_SERVER_PASSTHROUGH = (
+    "base_model",
+    "tool_call_parser",
+    "chat_template",
+    "max_model_len",
+    "gpu_memory_utilization",
+    "max_num_seqs",
+    "dtype",
+    "vllm_python",
+    "cpu_kv_cache_gib",
+    "enforce_eager",
+)
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from harness.evaluate import EvalConfig, run_eval
+
+    server = {k: getattr(args, k) for k in _SERVER_PASSTHROUGH if getattr(args, k, None) is not None}
+    try:
+        config = EvalConfig(
+            models=tuple(args.model or ()),
+            seeds=args.seeds,
+            tasks=args.tasks,
+            concurrency=args.concurrency,
+            max_iterations=args.max_iterations,
+            temperature=args.temperature,
+            base_url=args.base_url,
+            api_key=args.api_key or "EMPTY",
+            run_dir=args.run_dir,
+            scaffold=args.scaffold,
+            idle_timeout=args.idle_timeout if args.idle_timeout is not None else 300.0,
+            server=server,
+        )
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise HarnessError(f"--{'-'.join(map(str, err['loc'])).replace('_', '-')}: {err['msg']}") from None
+    summary = run_eval(config)
+    t = Table(title=f"harness eval: {summary.run_dir}")
+    for col in (
+        "model",
+        "episodes",
+        "resolved",
+        "loops",
+        "format errors",
+        "errors",
+        "turns",
+        "tokens",
+        "server up / busy",
+    ):
+        t.add_column(col, overflow="fold")
+    for m in summary.models:
+        loops = ", ".join(f"{k} {v}" for k, v in sorted(m.loops.items())) or "0"
+        fmt = (
+            ", ".join(f"{k} {v}" for k, v in sorted(m.format_errors.items(), key=lambda kv: -kv[1])[:4])
+            or "0"
+        )
+        rate = f"{m.resolved}/{m.episodes} ({100 * m.resolved / m.episodes:.0f}%)" if m.episodes else "0"
+        t.add_row(
+            m.model,
+            str(m.episodes),
+            rate,
+            loops,
+            fmt,
+            str(m.errors),
+            str(m.turns),
+            str(m.tokens),
+            f"{m.server_up_s:.0f} s / {m.server_busy_s:.0f} s",
+        )
+    out.print(t)
+    out.print(f"{summary.new_episodes} new episodes; records in {summary.run_dir}/episodes.jsonl")
+    return 0
+
+
+def cmd_tasks_verify(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from harness.tasks import load_tasks, prepare_workspace, run_solution, run_tests
+
+    tasks = load_tasks(args.suite)
+    t = Table(title=f"tasks verify {args.suite}")
+    for col in ("task", "reference solution", "untouched workspace", "detail"):
+        t.add_column(col, overflow="fold")
+    good = ref_pass = raw_pass = 0
+    with tempfile.TemporaryDirectory(prefix="harness-verify-") as tmp:
+        for task in tasks:
+            ref_ws = prepare_workspace(task, Path(tmp) / task.id / "reference")
+            applied, sol_tail = run_solution(task, ref_ws)
+            ref = run_tests(task, ref_ws) if applied else None
+            raw = run_tests(task, prepare_workspace(task, Path(tmp) / task.id / "untouched"))
+            ok = bool(ref and ref.resolved) and not raw.resolved
+            good += ok
+            ref_pass += bool(ref and ref.resolved)
+            raw_pass += raw.resolved
+            detail = (
+                ""
+                if ok
+                else (
+                    f"solve.sh failed: {sol_tail.strip().splitlines()[-1:]}"
+                    if not applied
+                    else "tests fail with the reference solution"
+                    if not (ref and ref.resolved)
+                    else "tests pass on the untouched workspace: they do not test the task"
+                )
+            )
+            t.add_row(
+                task.id,
+                "[green]pass[/]" if ref and ref.resolved else "[red]fail[/]",
+                "[green]fails[/]" if not raw.resolved else "[red]passes[/]",
+                detail,
+            )
+    out.print(t)
+    n = len(tasks)
+    out.print(
+        f"reference solution passes {ref_pass}/{n} ({100 * ref_pass / n:.0f}%); "
+        f"untouched workspace passes {raw_pass}/{n} ({100 * raw_pass / n:.0f}%)"
+        + ("" if good == n else f"; [red]{n - good} of {n} tasks are not valid[/]")
+    )
+    return 0 if good == n else 1
+
+
 # ---- harness loops / replay / scaffold ----------------------------------------------------------
 def cmd_loops(args: argparse.Namespace) -> int:
     from harness.results.loops_report import loops_report
@@ -310,6 +433,53 @@ def build_parser() -> argparse.ArgumentParser:
     insp.add_argument("--chat-template", type=Path, help="override the chat template")
     insp.add_argument("--json", action="store_true", help="print JSON")
     insp.set_defaults(func=cmd_inspect)
+
+    ev = sub.add_parser("eval", help="run agent episodes on a task suite, verify them, summarise")
+    ev.add_argument(
+        "--model", action="append", help="checkpoint or bundled name; give twice for base + fine-tuned"
+    )
+    ev.add_argument("--base-model", help="base model directory for a LoRA adapter")
+    ev.add_argument("--seeds", type=int, default=1, help="seeds per task [default: 1]")
+    ev.add_argument(
+        "--tasks", default="smoke", help="built-in suite or a directory of tasks [default: smoke]"
+    )
+    ev.add_argument("--concurrency", type=int, default=1, help="episodes in flight [default: 1]")
+    ev.add_argument(
+        "--max-iterations", type=int, help="model turns per episode [default: task, then scaffold]"
+    )
+    ev.add_argument("--temperature", type=float, help="sampling temperature [default: the scaffold's]")
+    ev.add_argument("--base-url", help="use this OpenAI-compatible server instead of starting vLLM")
+    ev.add_argument("--api-key", help="API key for --base-url")
+    ev.add_argument(
+        "--run-dir", type=Path, help="run directory; rerunning resumes it [default: results/<suite>-<time>]"
+    )
+    ev.add_argument(
+        "--idle-timeout", type=float, help="stop the server after this many idle seconds [default: 300]"
+    )
+    ev.add_argument("--scaffold", default="openhands-codeact", help="scaffold name or directory")
+    ev.add_argument("--tool-call-parser", help="passed to the vLLM server (see harness serve --help)")
+    ev.add_argument("--chat-template", type=Path, help="passed to the vLLM server")
+    ev.add_argument("--dtype", help="passed to the vLLM server")
+    ev.add_argument("--vllm-python", type=Path, help="passed to the vLLM server")
+    ev.add_argument("--max-model-len", type=int, help="passed to the vLLM server")
+    ev.add_argument("--gpu-memory-utilization", type=float, help="passed to the vLLM server")
+    ev.add_argument("--max-num-seqs", type=int, help="passed to the vLLM server")
+    ev.add_argument("--cpu-kv-cache-gib", type=int, help="passed to the vLLM server")
+    ev.add_argument(
+        "--enforce-eager",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="passed to the vLLM server",
+    )
+    ev.set_defaults(func=cmd_eval)
+
+    tasks_p = sub.add_parser("tasks", help="task suites")
+    tsub = tasks_p.add_subparsers(dest="tasks_command", required=True, parser_class=_Parser)
+    tv = tsub.add_parser(
+        "verify", help="reference solution passes and untouched workspace fails, for every task"
+    )
+    tv.add_argument("suite", help="built-in suite name or a directory of tasks")
+    tv.set_defaults(func=cmd_tasks_verify)
 
     check = sub.add_parser(
         "check", help="validate chat template, tool-call parser and tool schemas before an eval"

@@ -1,5 +1,6 @@
 """One OpenHands episode: scaffold -> agent -> conversation, watched turn by turn by the monitor."""
 
+import threading
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -24,7 +25,12 @@ class EpisodeOutcome(BaseModel):
     conversation_dir: Path | None
     completions_dir: Path
     error: str | None = None
+    error_type: str | None = None
     wall_s: float
+    llm_s: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    timed_out: bool = False
 
 
 def run_sdk_episode(
@@ -41,6 +47,8 @@ def run_sdk_episode(
     loop_config: LoopConfig | None = None,
     stop_on_loop: bool = True,
     sdk_stuck_detection: bool = True,
+    time_limit_s: float | None = None,
+    temperature: float | None = None,
 ) -> EpisodeOutcome:
     """Run one conversation in ``workspace``; stop it as soon as the monitor is certain of a loop."""
     from openhands.sdk import Conversation
@@ -78,19 +86,36 @@ def run_sdk_episode(
         visualizer=None,
     )
     error: str | None = None
+    error_type: str | None = None
+    timed_out = threading.Event()
+
+    def time_up() -> None:
+        timed_out.set()
+        conv.pause()  # takes effect between steps; the LLM timeout bounds a step
+
+    timer = threading.Timer(time_limit_s, time_up) if time_limit_s else None
+    if timer:
+        timer.daemon = True
+        timer.start()
     try:
         conv.send_message(instruction)
         conv.run()
     except Exception as exc:  # the SDK raises ConversationRunError for model/transport failures
-        error = f"{type(exc).__name__}: {exc}"[:2000]
+        error_type, error = _root_cause(exc)
     finally:
+        if timer:
+            timer.cancel()
         turns += assembler.finish()
         sdk_status = str(conv.state.execution_status.value)
         conv_dir = Path(conv.state.persistence_dir) if conv.state.persistence_dir else None
         last_error = _last_error_code(conv)
+        prompt_tokens, completion_tokens, llm_s = _usage(conv)
         conv.close()
     if detector.finding is not None and stop_on_loop:
         status: EpisodeStatus = "loop_stopped"
+    elif timed_out.is_set():
+        status, error_type = "error", "TimeLimit"
+        error = f"episode time limit of {time_limit_s:g} s reached after {len(turns)} turns"
     elif error:
         status = "error"
     elif sdk_status == Status.STUCK.value:
@@ -109,8 +134,31 @@ def run_sdk_episode(
         conversation_dir=conv_dir,
         completions_dir=completions,
         error=error,
+        error_type=error_type or (last_error if status == "error" else None),
         wall_s=time.monotonic() - started,
+        llm_s=llm_s,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        timed_out=timed_out.is_set(),
     )
+
+
+def _root_cause(exc: BaseException) -> tuple[str, str]:
+    """The innermost exception's type and message (the SDK wraps model errors in ConversationRunError)."""
+    inner: BaseException = exc
+    while inner.__cause__ is not None and inner.__cause__ is not inner:
+        inner = inner.__cause__
+    return type(inner).__name__, str(inner)[:2000]
+
+
+def _usage(conv: Any) -> tuple[int, int, float]:
+    try:
+        metrics = conv.conversation_stats.get_combined_metrics()
+        usage = metrics.accumulated_token_usage
+        llm_s = float(sum(getattr(r, "latency", 0.0) for r in metrics.response_latencies))
+        return (int(usage.prompt_tokens) if usage else 0, int(usage.completion_tokens) if usage else 0, llm_s)
+    except Exception:  # statistics are a nicety; never fail an episode over them
+        return 0, 0, 0.0
 
 
 def _last_error_code(conv: Any) -> str | None:

@@ -13,6 +13,8 @@ from harness.episodes.scaffold import Scaffold
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm would fetch prices at import
 os.environ.setdefault("OPENHANDS_SUPPRESS_BANNER", "1")
+# The SDK logs every tool and terminal start at INFO; the harness shows its own progress instead.
+os.environ.setdefault("LOG_LEVEL", "WARNING")
 
 
 def build_llm(

@@ -1,0 +1,127 @@
+"""The run store: one directory per run, append-only and resumable.
+
+results/<run>/
+  run.json                 what was asked (models, tasks, seeds, scaffold snapshot hash)
+  episodes.jsonl           one EpisodeRecord per line, appended (and fsynced) when an episode ends;
+                           verification appends the same key again with the reward: the last line
+                           for a (model, task, seed) is authoritative
+  trajectories/<model>/<task>/seed<N>.jsonl   Turn records
+  episodes/<model>/<task>/seed<N>/            workspace, SDK conversation, raw completions
+  server.log
+"""
+
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from harness.errors import HarnessError
+from harness.monitor import LoopFinding, Turn
+
+Status = Literal["resolved", "unresolved", "loop_stopped", "max_iterations", "error"]
+
+
+class EpisodeError(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    type: str
+    message: str
+
+
+class EpisodeRecord(BaseModel):
+    """One episode (DESIGN.md data contract), plus whether it has been verified yet."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    model: str
+    model_path: str
+    task_id: str
+    suite: str
+    seed: int
+    status: Status
+    reward: float | None = Field(None, description="0..1 from the task's tests; None until verified.")
+    turns: int
+    tool_calls: int
+    format_errors: dict[str, int]
+    repairs: dict[str, int] = {}
+    loop: LoopFinding | None
+    prompt_tokens: int
+    completion_tokens: int
+    wall_s: float
+    llm_s: float
+    error: EpisodeError | None
+    trajectory: str
+    verified: bool = False
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (self.model, self.task_id, self.seed)
+
+
+class RunStore:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.episodes_path = root / "episodes.jsonl"
+        self._lock = threading.Lock()
+
+    def init(self, manifest: dict[str, Any]) -> None:
+        """Create the run directory, or check that a resumed run asks for the same thing."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        path = self.root / "run.json"
+        if path.exists():
+            old = json.loads(path.read_text())
+            for key in ("tasks", "scaffold", "scaffold_hash"):
+                if old.get(key) != manifest.get(key):
+                    raise HarnessError(
+                        f"{self.root}: this run was made with a different {key}; use another --run-dir to start a new run"
+                    )
+            merged = {
+                **old,
+                "models": sorted(set(old.get("models", [])) | set(manifest.get("models", []))),
+                "seeds": sorted(set(old.get("seeds", [])) | set(manifest.get("seeds", []))),
+            }
+            path.write_text(json.dumps(merged, indent=2))
+        else:
+            path.write_text(json.dumps(manifest, indent=2))
+
+    def append(self, record: EpisodeRecord) -> None:
+        """Append one record and fsync: an interrupted machine loses no finished episode."""
+        line = record.model_dump_json() + "\n"
+        with self._lock, self.episodes_path.open("a") as fh:
+            fh.write(line)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def records(self) -> dict[tuple[str, str, int], EpisodeRecord]:
+        """The latest record per (model, task, seed); a torn last line (a kill mid-write) is ignored."""
+        latest: dict[tuple[str, str, int], EpisodeRecord] = {}
+        if not self.episodes_path.exists():
+            return latest
+        for line in self.episodes_path.read_text(errors="replace").splitlines():
+            if not line.strip():
+                continue
+            try:
+                rec = EpisodeRecord.model_validate_json(line)
+            except ValidationError:
+                continue
+            latest[rec.key] = rec
+        return latest
+
+    def trajectory_path(self, model: str, task_id: str, seed: int) -> Path:
+        return self.root / "trajectories" / _safe(model) / task_id / f"seed{seed}.jsonl"
+
+    def episode_dir(self, model: str, task_id: str, seed: int) -> Path:
+        return self.root / "episodes" / _safe(model) / task_id / f"seed{seed}"
+
+    def write_trajectory(self, path: Path, turns: list[Turn]) -> str:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(t.model_dump_json() + "\n" for t in turns))
+        return str(path.relative_to(self.root))
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)

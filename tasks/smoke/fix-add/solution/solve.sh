@@ -1,0 +1,3 @@
+#!/usr/bin/env bash
+set -euo pipefail
+sed -i 's/return a - b/return a + b/' calc.py
