@@ -1,5 +1,6 @@
 """One OpenHands episode: scaffold -> agent -> conversation, watched turn by turn by the monitor."""
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -106,6 +107,7 @@ def run_sdk_episode(
         if timer:
             timer.cancel()
         turns += assembler.finish()
+        turns = enrich_from_completions(turns, completions, assembler.response_ids)
         sdk_status = str(conv.state.execution_status.value)
         conv_dir = Path(conv.state.persistence_dir) if conv.state.persistence_dir else None
         last_error = _last_error_code(conv)
@@ -141,6 +143,54 @@ def run_sdk_episode(
         completion_tokens=completion_tokens,
         timed_out=timed_out.is_set(),
     )
+
+
+def enrich_from_completions(turns: list[Turn], completions: Path, response_ids: dict[int, str]) -> list[Turn]:
+    """Put back what the SDK's events lose, from its raw completion logs.
+
+    Events carry the *repaired* call: an alias renamed (execute_bash -> terminal), unparseable
+    arguments replaced by a marker. The format check must see what the model really wrote, plus
+    each response's finish_reason and token counts, which events do not carry at all.
+    """
+    by_call: dict[str, tuple[str, str, tuple[Any, Any, Any]]] = {}
+    by_response: dict[str, tuple[Any, Any, Any]] = {}
+    for f in completions.glob("*.json") if completions.is_dir() else ():
+        try:
+            data = json.loads(f.read_text())
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+            continue
+        response = data.get("response") or {}
+        choice = (response.get("choices") or [{}])[0]
+        usage = response.get("usage") or {}
+        info = (choice.get("finish_reason"), usage.get("prompt_tokens"), usage.get("completion_tokens"))
+        if response.get("id"):
+            by_response[str(response["id"])] = info
+        for call in (choice.get("message") or {}).get("tool_calls") or []:
+            fn = call.get("function") or {}
+            if call.get("id"):
+                by_call[str(call["id"])] = (str(fn.get("name") or ""), str(fn.get("arguments") or ""), info)
+    if not by_call and not by_response:
+        return turns
+    enriched = []
+    for turn in turns:
+        calls = []
+        found: tuple[Any, Any, Any] | None = None
+        for c in turn.tool_calls:
+            if c.id and c.id in by_call:
+                name, raw, found = by_call[c.id]
+                calls.append(c.model_copy(update={"name": name, "arguments": raw}))
+            else:
+                calls.append(c)
+        found = found or by_response.get(response_ids.get(turn.index, ""))
+        update: dict[str, Any] = {"tool_calls": tuple(calls)}
+        if found:
+            update |= {
+                "finish_reason": found[0] or turn.finish_reason,
+                "prompt_tokens": found[1],
+                "completion_tokens": found[2],
+            }
+        enriched.append(turn.model_copy(update=update))
+    return enriched
 
 
 def _root_cause(exc: BaseException) -> tuple[str, str]:
