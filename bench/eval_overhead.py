@@ -24,7 +24,9 @@ from harness.results.store import RunStore
 
 def tool_seconds(conv_root: Path) -> float:
     events = [json.loads(p.read_text()) for p in sorted(conv_root.glob("*/events/*.json"))]
-    started = {e["id"]: datetime.fromisoformat(e["timestamp"]) for e in events if e.get("kind") == "ActionEvent"}
+    started = {
+        e["id"]: datetime.fromisoformat(e["timestamp"]) for e in events if e.get("kind") == "ActionEvent"
+    }
     total = 0.0
     for e in events:
         if e.get("kind") == "ObservationEvent" and e.get("action_id") in started:
@@ -33,16 +35,27 @@ def tool_seconds(conv_root: Path) -> float:
 
 
 def overhead(tmp: Path) -> list[float]:
-    turns = [ScriptedResponse(content=f"step {i}", tool_calls=[
-        ScriptedCall(name="think", arguments={"thought": f"plan step {i}"}) if i % 2 else
-        ScriptedCall(name="terminal", arguments={"command": f"echo {i}"})]) for i in range(19)]
+    turns = [
+        ScriptedResponse(
+            content=f"step {i}",
+            tool_calls=[
+                ScriptedCall(name="think", arguments={"thought": f"plan step {i}"})
+                if i % 2
+                else ScriptedCall(name="terminal", arguments={"command": f"echo {i}"})
+            ],
+        )
+        for i in range(19)
+    ]
     script = [*turns, ScriptedResponse(tool_calls=[ScriptedCall(name="finish", arguments={"message": "ok"})])]
     per_turn = []
     for rep in range(5):
         run = tmp / f"overhead{rep}"
         with ReplayServer(ReplayScript(model="bench", responses=script)) as server:
-            run_eval(EvalConfig(models=("bench",), tasks="smoke", base_url=server.base_url, run_dir=run,
-                                max_iterations=20))
+            run_eval(
+                EvalConfig(
+                    models=("bench",), tasks="smoke", base_url=server.base_url, run_dir=run, max_iterations=20
+                )
+            )
         for rec in RunStore(run).records().values():
             conv = run / "episodes" / "bench" / rec.task_id / f"seed{rec.seed}" / "conversation"
             per_turn.append((rec.wall_s - rec.llm_s - tool_seconds(conv)) / max(rec.turns, 1))
@@ -51,7 +64,9 @@ def overhead(tmp: Path) -> list[float]:
 
 
 def throughput(tmp: Path, concurrency: int) -> float:
-    think = ScriptedResponse(content="thinking", tool_calls=[ScriptedCall(name="think", arguments={"thought": "x"})])
+    think = ScriptedResponse(
+        content="thinking", tool_calls=[ScriptedCall(name="think", arguments={"thought": "x"})]
+    )
     tasks = tmp / f"tasks{concurrency}"
     for i in range(8):
         d = tasks / f"t{i}"
@@ -62,8 +77,16 @@ def throughput(tmp: Path, concurrency: int) -> float:
     script = ReplayScript(model="bench", responses=[think], when_exhausted="repeat_last", delay=0.5)
     with ReplayServer(script) as server:
         t0 = time.perf_counter()
-        run_eval(EvalConfig(models=("bench",), tasks=str(tasks), base_url=server.base_url, run_dir=tmp / f"tp{concurrency}",
-                            max_iterations=4, concurrency=concurrency))
+        run_eval(
+            EvalConfig(
+                models=("bench",),
+                tasks=str(tasks),
+                base_url=server.base_url,
+                run_dir=tmp / f"tp{concurrency}",
+                max_iterations=4,
+                concurrency=concurrency,
+            )
+        )
         elapsed = time.perf_counter() - t0
         assert server.served == 32, server.served
     return elapsed
@@ -73,12 +96,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         per_turn = overhead(tmp)
-        print(f"harness overhead per turn: median {statistics.median(per_turn) * 1e3:.1f} ms "
-              f"(runs: {', '.join(f'{x * 1e3:.1f}' for x in per_turn)} ms; target < 20 ms)")
+        print(
+            f"harness overhead per turn: median {statistics.median(per_turn) * 1e3:.1f} ms "
+            f"(runs: {', '.join(f'{x * 1e3:.1f}' for x in per_turn)} ms; target < 20 ms)"
+        )
         one = throughput(tmp, 1)
         four = throughput(tmp, 4)
-        print(f"rollouts, 8 episodes x 4 calls, 0.5 s per completion: concurrency 1 {one:.1f} s, "
-              f"concurrency 4 {four:.1f} s, ratio {one / four:.2f} (target >= 3)")
+        print(
+            f"rollouts, 8 episodes x 4 calls, 0.5 s per completion: concurrency 1 {one:.1f} s, "
+            f"concurrency 4 {four:.1f} s, ratio {one / four:.2f} (target >= 3)"
+        )
 
 
 if __name__ == "__main__":

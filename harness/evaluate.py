@@ -159,24 +159,31 @@ def run_eval(config: EvalConfig) -> EvalSummary:
             "scaffold_hash": _scaffold_hash(scaffold),
         }
     )
+    _share_servers(endpoints)
     done = store.records()
     new = 0
     server_stats: dict[str, tuple[float, float]] = {}
 
-    for ep in endpoints:
+    for group in _by_server(endpoints):
         pending = [
-            (t, s) for t in tasks for s in range(1, config.seeds + 1) if (ep.name, t.id, s) not in done
+            (ep, t, s)
+            for ep in group
+            for t in tasks
+            for s in range(1, config.seeds + 1)
+            if (ep.name, t.id, s) not in done
         ]
-        if done_for := sum(1 for k in done if k[0] == ep.name):
-            console.print(f"{ep.name}: {done_for} episodes already in {run_dir}, {len(pending)} to run")
-        if pending:
-            ep.ensure_up()
-            try:
-                new += _rollouts(config, ep, pending, store, scaffold, schemas, run_dir.name)
-            finally:
-                ep.down()  # before verification: the GPU is not needed any more
-            if ep.server is not None:
-                server_stats[ep.name] = (ep.server.up_seconds, ep.server.busy_seconds)
+        for ep in group:
+            if done_for := sum(1 for k in done if k[0] == ep.name):
+                console.print(f"{ep.name}: {done_for} episodes already in {run_dir}")
+        if not pending:
+            continue
+        try:
+            new += _rollouts(config, pending, store, scaffold, schemas, run_dir.name)
+        finally:
+            group[0].down()  # before verification: the GPU is not needed any more
+        server = group[0].server
+        if server is not None:
+            server_stats["+".join(ep.name for ep in group)] = (server.up_seconds, server.busy_seconds)
     _append_server_stats(run_dir, server_stats)
     _verify(store, {t.id: t for t in tasks})
     return EvalSummary(
@@ -184,30 +191,57 @@ def run_eval(config: EvalConfig) -> EvalSummary:
     )
 
 
+def _share_servers(endpoints: list["_Endpoint"]) -> None:
+    """A LoRA adapter and its base model, both listed, share one server (it serves both names)."""
+    for adapter in endpoints:
+        ck = adapter.server.checkpoint if adapter.server else None
+        if ck is None or ck.kind != "lora":
+            continue
+        for base in endpoints:
+            bck = base.server.checkpoint if base.server else None
+            if (
+                base is not adapter
+                and bck is not None
+                and bck.kind == "full"
+                and (bck.base_path.resolve() == ck.base_path.resolve())
+            ):
+                base.server, base.lock = adapter.server, adapter.lock
+                base.name = ck.served_name
+
+
+def _by_server(endpoints: list["_Endpoint"]) -> list[list["_Endpoint"]]:
+    groups: dict[int, list[_Endpoint]] = {}
+    for ep in endpoints:
+        groups.setdefault(id(ep.server) if ep.server is not None else id(ep), []).append(ep)
+    return list(groups.values())
+
+
 def _rollouts(
     config: EvalConfig,
-    ep: _Endpoint,
-    pending: list[tuple[Task, int]],
+    pending: list[tuple["_Endpoint", Task, int]],
     store: RunStore,
     scaffold: Scaffold,
     schemas: ToolSchemas,
     run_id: str,
 ) -> int:
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    names = sorted({ep.name for ep, _, _ in pending})
     count = 0
+    pending[0][0].ensure_up()
     with Progress(*columns, console=console) as progress, ThreadPoolExecutor(config.concurrency) as pool:
-        bar = progress.add_task(f"rollouts {ep.name}", total=len(pending))
+        bar = progress.add_task(f"rollouts {', '.join(names)}", total=len(pending))
         futures = [
             pool.submit(_one_episode, config, ep, task, seed, store, scaffold, schemas, run_id)
-            for task, seed in pending
+            for ep, task, seed in pending
         ]
         for fut in as_completed(futures):
             rec = fut.result()
             count += 1
             progress.advance(bar)
             loop = f" loop {rec.loop.kind.value}@{rec.loop.start_turn}" if rec.loop else ""
+            who = f"{rec.model} " if len(names) > 1 else ""
             progress.console.print(
-                f"  {rec.task_id} seed {rec.seed}: {rec.status}{loop}, {rec.turns} turns"
+                f"  {who}{rec.task_id} seed {rec.seed}: {rec.status}{loop}, {rec.turns} turns"
                 + (f" ({rec.error.type})" if rec.error else "")
             )
     return count
@@ -314,8 +348,9 @@ def _summaries(store: RunStore, models: list[str], run_dir: Path) -> list[ModelS
         for line in stats.read_text().splitlines():
             if line.strip():
                 d = json.loads(line)
-                up[d["model"]] += d["up_s"]
-                busy[d["model"]] += d["busy_s"]
+                for name in d["model"].split("+"):  # a shared server counts for each of its models
+                    up[name] += d["up_s"]
+                    busy[name] += d["busy_s"]
     records = list(store.records().values())
     out = []
     for m in models:

