@@ -1,16 +1,22 @@
 """vLLM server lifecycle: environment, checkpoint inspection, memory planning, launch and watch."""
 
-from harness.server.checkpoint import Checkpoint, inspect_checkpoint
-from harness.server.config import ServerConfig, build_config
-from harness.server.memory import MemoryPlan, plan_memory
-from harness.server.process import VLLMServer
+from importlib import import_module
+from typing import Any
 
-__all__ = [
-    "Checkpoint",
-    "MemoryPlan",
-    "ServerConfig",
-    "VLLMServer",
-    "build_config",
-    "inspect_checkpoint",
-    "plan_memory",
-]
+_EXPORTS = {
+    "Checkpoint": "harness.server.checkpoint",
+    "inspect_checkpoint": "harness.server.checkpoint",
+    "ServerConfig": "harness.server.config",
+    "build_config": "harness.server.config",
+    "MemoryPlan": "harness.server.memory",
+    "plan_memory": "harness.server.memory",
+    "VLLMServer": "harness.server.process",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'harness.server' has no attribute {name!r}")

@@ -14,7 +14,6 @@ from types import TracebackType
 from typing import Any, Self
 
 import httpx
-import openai
 
 from harness.errors import HarnessError, ServerCrashed, ServerStartError
 from harness.progress import console
@@ -115,8 +114,10 @@ class VLLMServer:
     def is_running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
-    def client(self, timeout: float = 600.0) -> openai.OpenAI:
+    def client(self, timeout: float = 600.0) -> Any:
         """An OpenAI client for this server; retries are the caller's decision (max_retries=0)."""
+        import openai  # deferred: a third of a second at import, not needed to start a server
+
         return openai.OpenAI(
             base_url=f"{self.base_url}/v1", api_key=self.api_key, max_retries=0, timeout=timeout
         )
@@ -245,6 +246,8 @@ class VLLMServer:
 
     def chat(self, **kwargs: Any) -> Any:
         """chat.completions.create on this server; a dead server raises ServerCrashed, never hangs."""
+        import openai
+
         assert self.checkpoint is not None
         kwargs.setdefault("model", self.checkpoint.request_model)
         if self._tracker:
