@@ -244,3 +244,21 @@ def test_killed_run_resumes_without_duplicates(tmp_path: Path) -> None:
     ]
     assert sorted(keys) == sorted({(t, 1) for t in SOLVE})  # exactly one episode per (task, seed)
     shutil.rmtree(run)
+
+
+def test_base_and_lora_adapter_share_one_server(
+    lora_adapter: Path, bundled_model: Path, tmp_path: Path
+) -> None:
+    from harness.evaluate import _by_server, _Endpoint, _share_servers
+
+    config = EvalConfig(models=(str(lora_adapter), "smollm2-135m"), run_dir=tmp_path)
+    endpoints = [_Endpoint(config, m, tmp_path) for m in config.models]
+    assert endpoints[0].server is not endpoints[1].server
+    _share_servers(endpoints)
+    groups = _by_server(endpoints)
+    assert len(groups) == 1 and endpoints[0].server is endpoints[1].server
+    assert [e.name for e in endpoints] == ["smol-lora-r8", "smollm2-135m"]
+    assert endpoints[0].server is not None and endpoints[0].server.served_names == [
+        "smollm2-135m",
+        "smol-lora-r8",
+    ]
