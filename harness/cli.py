@@ -324,6 +324,15 @@ def cmd_tasks_verify(args: argparse.Namespace) -> int:
     return 0 if good == n else 1
 
 
+def cmd_export_preds(args: argparse.Namespace) -> int:
+    from harness.results.preds import export_preds
+
+    out_path = args.out or args.run / "preds.jsonl"
+    n = export_preds(args.run, out_path, args.model)
+    out.print(f"wrote {n} predictions to {out_path}")
+    return 0
+
+
 # ---- harness loops / replay / scaffold ----------------------------------------------------------
 def cmd_loops(args: argparse.Namespace) -> int:
     from harness.results.loops_report import loops_report
@@ -472,6 +481,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="passed to the vLLM server",
     )
     ev.set_defaults(func=cmd_eval)
+
+    ep = sub.add_parser(
+        "export-preds", help="SWE-bench preds.jsonl (instance_id, model_name_or_path, model_patch)"
+    )
+    ep.add_argument("run", type=Path, help="a harness eval run directory")
+    ep.add_argument("--out", type=Path, help="output file [default: RUN/preds.jsonl]")
+    ep.add_argument("--model", help="only this model's episodes")
+    ep.set_defaults(func=cmd_export_preds)
 
     tasks_p = sub.add_parser("tasks", help="task suites")
     tsub = tasks_p.add_subparsers(dest="tasks_command", required=True, parser_class=_Parser)

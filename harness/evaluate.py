@@ -153,6 +153,10 @@ def run_eval(config: EvalConfig) -> EvalSummary:
             "run_id": run_dir.name,
             "tasks": sorted(t.id for t in tasks),
             "suite": suite,
+            # What --tasks resolved to, so that exports can diff against the starting workspaces.
+            "tasks_source": str(Path(config.tasks).resolve())
+            if Path(config.tasks).exists()
+            else config.tasks,
             "models": [e.name for e in endpoints],
             "seeds": list(range(1, config.seeds + 1)),
             "scaffold": scaffold.name,

@@ -262,3 +262,20 @@ def test_base_and_lora_adapter_share_one_server(
         "smollm2-135m",
         "smol-lora-r8",
     ]
+
+
+def test_export_preds_gives_a_patch_that_applies(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    evaluate([*SOLVE["fix-add"]], run, tasks=str(REPO / "tasks" / "smoke" / "fix-add"))
+    done = run_harness("export-preds", str(run), "--out", str(tmp_path / "preds.jsonl"))
+    assert done.returncode == 0, done.stderr
+    (pred,) = [json.loads(x) for x in (tmp_path / "preds.jsonl").read_text().splitlines()]
+    assert (pred["instance_id"], pred["model_name_or_path"]) == ("fix-add", "scripted")
+    patch = pred["model_patch"]
+    assert "diff --git a/calc.py b/calc.py" in patch and "+    return a + b" in patch
+    fresh = tmp_path / "fresh"
+    shutil.copytree(REPO / "tasks" / "smoke" / "fix-add" / "environment" / "workspace", fresh)
+    subprocess.run(["git", "init", "-q"], cwd=fresh, check=True)
+    applied = subprocess.run(["git", "apply", "-"], cwd=fresh, input=patch, text=True, capture_output=True)
+    assert applied.returncode == 0, applied.stderr
+    assert "return a + b" in (fresh / "calc.py").read_text()
