@@ -87,6 +87,15 @@ def load_task(path: Path, suite: str) -> Task:
 def load_tasks(suite_or_path: str) -> list[Task]:
     """All tasks of a built-in suite, a directory of tasks, or a single task directory."""
     path = Path(suite_or_path).expanduser()
+    if path.is_file() and path.suffix == ".jsonl":
+        from harness.tasks.swebench import load_swebench
+
+        generated = load_swebench(path)
+        return [
+            load_task(d, suite=path.stem)
+            for d in sorted(p for p in generated.iterdir() if p.is_dir())
+            if not d.name.endswith(".tmp")
+        ]
     if not path.exists():
         builtin = repo_root() / "tasks" / suite_or_path
         if "/" in suite_or_path or not builtin.is_dir():
