@@ -12,9 +12,14 @@ _NEEDED = re.compile(
 _FREE = re.compile(r"Free memory on device (\S+) \(([\d.]+)/([\d.]+) GiB\)")
 
 
-def log_tail(log: Path, lines: int = 12) -> list[str]:
+def log_tail(log: Path, lines: int = 12, max_bytes: int = 8192) -> list[str]:
+    """The last non-empty lines of a log, reading only its end (it is polled while vLLM starts)."""
     try:
-        text = log.read_text(errors="replace").splitlines()
+        with log.open("rb") as fh:
+            fh.seek(0, 2)
+            size = fh.tell()
+            fh.seek(max(0, size - max_bytes))
+            text = fh.read().decode(errors="replace").splitlines()
     except OSError:
         return []
     return [line for line in text if line.strip()][-lines:]

@@ -188,7 +188,11 @@ class VLLMServer:
         assert self._proc is not None and self.checkpoint is not None
         deadline = self._started_at + self.config.startup_timeout
         name = self.checkpoint.request_model
-        with console.status(f"Starting vLLM for {name}") as spin, httpx.Client(timeout=2.0) as http:
+        # A slow spinner: on a 2-core box every redraw competes with vLLM's own start-up.
+        with (
+            console.status(f"Starting vLLM for {name}", refresh_per_second=2) as spin,
+            httpx.Client(timeout=2.0) as http,
+        ):
             while True:
                 code = self._proc.poll()
                 if code is not None:
