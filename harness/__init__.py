@@ -5,8 +5,7 @@ memory planning, and evaluation (`EvalConfig`, `run_eval`). The command line (`h
 a thin layer over these. Names load on first use: `harness plan` should not pay for the HTTP stack.
 """
 
-from importlib import import_module
-from typing import Any
+from harness._lazy import lazy_getattr
 
 _EXPORTS = {
     "Checkpoint": "harness.server.checkpoint",
@@ -24,7 +23,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module 'harness' has no attribute {name!r}")
+__getattr__ = lazy_getattr("harness", _EXPORTS)

@@ -1,7 +1,6 @@
 """vLLM server lifecycle: environment, checkpoint inspection, memory planning, launch and watch."""
 
-from importlib import import_module
-from typing import Any
+from harness._lazy import lazy_getattr
 
 _EXPORTS = {
     "Checkpoint": "harness.server.checkpoint",
@@ -16,7 +15,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module 'harness.server' has no attribute {name!r}")
+__getattr__ = lazy_getattr("harness.server", _EXPORTS)
