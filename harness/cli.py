@@ -202,26 +202,21 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 # ---- harness eval / tasks ---------------------------------------------------------------------
-_SERVER_PASSTHROUGH = (
-    "base_model",
-    "tool_call_parser",
-    "chat_template",
-    "max_model_len",
-    "gpu_memory_utilization",
-    "max_num_seqs",
-    "dtype",
-    "vllm_python",
-    "cpu_kv_cache_gib",
-    "enforce_eager",
-)
+# ServerConfig fields that `harness eval` sets itself (or that make no sense per run).
+_NOT_EVAL_SERVER_FLAGS = frozenset({"model", "served_name", "idle_timeout", "startup_timeout", "port"})
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from harness.evaluate import EvalConfig, run_eval
+    from harness.server.config import ServerConfig
 
-    server = {k: getattr(args, k) for k in _SERVER_PASSTHROUGH if getattr(args, k, None) is not None}
+    server = {
+        k: v
+        for k, v in model_values(args, ServerConfig).items()
+        if k not in _NOT_EVAL_SERVER_FLAGS and v is not None
+    }
     try:
         config = EvalConfig(
             models=tuple(args.model or ()),
@@ -447,7 +442,6 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument(
         "--model", action="append", help="checkpoint or bundled name; give twice for base + fine-tuned"
     )
-    ev.add_argument("--base-model", help="base model directory for a LoRA adapter")
     ev.add_argument("--seeds", type=int, default=1, help="seeds per task [default: 1]")
     ev.add_argument(
         "--tasks", default="smoke", help="built-in suite or a directory of tasks [default: smoke]"
@@ -466,20 +460,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--idle-timeout", type=float, help="stop the server after this many idle seconds [default: 300]"
     )
     ev.add_argument("--scaffold", default="openhands-codeact", help="scaffold name or directory")
-    ev.add_argument("--tool-call-parser", help="passed to the vLLM server (see harness serve --help)")
-    ev.add_argument("--chat-template", type=Path, help="passed to the vLLM server")
-    ev.add_argument("--dtype", help="passed to the vLLM server")
-    ev.add_argument("--vllm-python", type=Path, help="passed to the vLLM server")
-    ev.add_argument("--max-model-len", type=int, help="passed to the vLLM server")
-    ev.add_argument("--gpu-memory-utilization", type=float, help="passed to the vLLM server")
-    ev.add_argument("--max-num-seqs", type=int, help="passed to the vLLM server")
-    ev.add_argument("--cpu-kv-cache-gib", type=int, help="passed to the vLLM server")
-    ev.add_argument(
-        "--enforce-eager",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="passed to the vLLM server",
-    )
+    # vLLM options come from ServerConfig itself; the eval's own flags above take the rest.
+    from harness.server.config import ServerConfig
+
+    add_model_flags(ev, ServerConfig, skip=_NOT_EVAL_SERVER_FLAGS, optional=True)
     ev.set_defaults(func=cmd_eval)
 
     ep = sub.add_parser(

@@ -8,7 +8,6 @@ import fcntl
 import json
 import os
 import time
-from pathlib import Path
 from typing import IO
 
 import psutil
@@ -126,8 +125,3 @@ class DeviceLock:
     @property
     def held(self) -> bool:
         return self._fh is not None
-
-
-def path_for_logs(run_dir: Path) -> Path:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    return run_dir / "server.log"
