@@ -269,6 +269,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         )
     out.print(t)
     out.print(f"{summary.new_episodes} new episodes; records in {summary.run_dir}/episodes.jsonl")
+    for line in summary.headlines:
+        out.print(line)
+    out.print(f"full report: harness report {summary.run_dir}")
     return 0
 
 
@@ -325,6 +328,87 @@ def cmd_export_preds(args: argparse.Namespace) -> int:
     out_path = args.out or args.run / "preds.jsonl"
     n = export_preds(args.run, out_path, args.model)
     out.print(f"wrote {n} predictions to {out_path}")
+    return 0
+
+
+# ---- harness compare / report / show -----------------------------------------------------------
+def cmd_compare(args: argparse.Namespace) -> int:
+    from harness.results.compare import compare
+    from harness.results.runs import load_run
+
+    run_a = load_run(args.run_a)
+    run_b = (
+        run_a if args.run_b is None or args.run_b.resolve() == args.run_a.resolve() else load_run(args.run_b)
+    )
+    c = compare(run_a, run_b, args.model_a, args.model_b, force=args.force)
+    if args.json:
+        print(c.model_dump_json(indent=2))
+        return 0
+    for n in c.notes:
+        out.print(f"[yellow]note:[/] {n}")
+    t = Table(title=f"A = {c.a}  vs  B = {c.b}  ({c.tasks} tasks; seeds {c.seeds_a} / {c.seeds_b})")
+    for col in ("metric", "A", "B", "B - A"):
+        t.add_column(col)
+    t.add_row(
+        "resolved",
+        f"{100 * c.rate_a:.1f}%",
+        f"{100 * c.rate_b:.1f}%",
+        f"{100 * c.diff:+.1f} (SE {100 * c.se:.1f}, 95% CI {100 * c.ci_low:+.1f} to {100 * c.ci_high:+.1f})",
+    )
+    t.add_row("p-value", "", "", f"{c.p_value:.4g} ({c.test})")
+    t.add_row(
+        "loop rate",
+        f"{100 * c.loop_rate.a:.1f}%",
+        f"{100 * c.loop_rate.b:.1f}%",
+        f"{100 * c.loop_rate.diff:+.1f}",
+    )
+    for kind, ch in c.loop_rates.items():
+        t.add_row(f"  {kind}", f"{100 * ch.a:.1f}%", f"{100 * ch.b:.1f}%", f"{100 * ch.diff:+.1f}")
+    for cat, ch in c.format_errors_per_turn.items():
+        t.add_row(f"{cat} / turn", f"{ch.a:.3f}", f"{ch.b:.3f}", f"{ch.diff:+.3f}")
+    out.print(t)
+    out.print(
+        f"flips: {len(c.fixed)} fixed, {len(c.broken)} broken; {c.both_solved} solved by both, "
+        f"{c.both_failed} failed by both"
+    )
+    flips = Table()
+    for col in ("task", "A", "B", ""):
+        flips.add_column(col)
+    for f in c.fixed:
+        flips.add_row(f.task_id, f"{f.a:.2f}", f"{f.b:.2f}", "[green]fixed[/]")
+    for f in c.broken:
+        flips.add_row(f.task_id, f"{f.a:.2f}", f"{f.b:.2f}", "[red]broken[/]")
+    out.print(flips)
+    out.print(c.verdict())
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from harness.results.metrics import headline
+    from harness.results.report import write_report
+
+    files = write_report(args.run, args.out)
+    for w in files.warnings:
+        out.print(f"[yellow]partial:[/] {w}")
+    for m in files.metrics:
+        out.print(headline(m))
+    out.print(f"wrote {files.markdown}, {files.html}, {files.csv} and {len(files.plots)} plots")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from harness.results.show import show
+
+    show(
+        args.run,
+        args.episode,
+        out,
+        show_all=args.all,
+        status=args.status,
+        loop=args.loop,
+        task=args.task,
+        model=args.model,
+    )
     return 0
 
 
@@ -465,6 +549,42 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_model_flags(ev, ServerConfig, skip=_NOT_EVAL_SERVER_FLAGS, optional=True)
     ev.set_defaults(func=cmd_eval)
+
+    cmp = sub.add_parser("compare", help="base vs fine-tuned: paired difference, CI, p-value, flipped tasks")
+    cmp.add_argument("run_a", type=Path, help="run directory of A (the base)")
+    cmp.add_argument(
+        "run_b", type=Path, nargs="?", help="run directory of B [default: RUN_A, with two models in it]"
+    )
+    cmp.add_argument("--model-a", help="model of A (needed when its run holds several)")
+    cmp.add_argument("--model-b", help="model of B (needed when its run holds several)")
+    cmp.add_argument(
+        "--force", action="store_true", help="compare the common tasks of runs whose tasks or scaffold differ"
+    )
+    cmp.add_argument("--json", action="store_true", help="print JSON")
+    cmp.set_defaults(func=cmd_compare)
+
+    rep = sub.add_parser("report", help="report.md, report.html, metrics.csv and plots for a run")
+    rep.add_argument("run", type=Path, help="a harness eval run directory")
+    rep.add_argument("--out", type=Path, help="where to write [default: RUN]")
+    rep.set_defaults(func=cmd_report)
+
+    sh = sub.add_parser(
+        "show", help="list a run's episodes, or show one (a looping one opens where the loop starts)"
+    )
+    sh.add_argument("run", type=Path, help="a harness eval run directory")
+    sh.add_argument(
+        "episode", nargs="?", help="MODEL/TASK/seedN, TASK/seedN or TASK [default: list episodes]"
+    )
+    sh.add_argument("--all", action="store_true", help="show the turns before a loop too")
+    sh.add_argument(
+        "--status",
+        choices=["resolved", "unresolved", "loop_stopped", "max_iterations", "error"],
+        help="list only this status",
+    )
+    sh.add_argument("--loop", help="list only this loop kind (or any, none)")
+    sh.add_argument("--task", help="list only this task")
+    sh.add_argument("--model", help="list only this model")
+    sh.set_defaults(func=cmd_show)
 
     ep = sub.add_parser(
         "export-preds", help="SWE-bench preds.jsonl (instance_id, model_name_or_path, model_patch)"

@@ -23,6 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from harness.episodes.driver import EpisodeOutcome, run_sdk_episode
 from harness.episodes.scaffold import Scaffold, load_scaffold
+from harness.errors import HarnessError
 from harness.monitor import ToolSchemas, validate_turn
 from harness.progress import console
 from harness.results.store import EpisodeError, EpisodeRecord, RunStore
@@ -85,6 +86,7 @@ class EvalSummary(BaseModel):
     run_dir: Path
     models: list[ModelSummary]
     new_episodes: int
+    headlines: list[str] = []
 
 
 def _scaffold_hash(scaffold: Scaffold) -> str:
@@ -191,8 +193,23 @@ def run_eval(config: EvalConfig) -> EvalSummary:
     _append_server_stats(run_dir, server_stats)
     _verify(store, {t.id: t for t in tasks})
     return EvalSummary(
-        run_dir=run_dir, models=_summaries(store, [e.name for e in endpoints], run_dir), new_episodes=new
+        run_dir=run_dir,
+        models=_summaries(store, [e.name for e in endpoints], run_dir),
+        new_episodes=new,
+        headlines=_headlines(run_dir),
     )
+
+
+def _headlines(run_dir: Path) -> list[str]:
+    """The resolve rate with its error bar, per model, as the report would state it."""
+    from harness.results.metrics import headline, model_metrics
+    from harness.results.runs import load_run
+
+    try:
+        run = load_run(run_dir)
+    except HarnessError as exc:
+        return [f"no headline: {exc}"]
+    return [headline(m) for m in model_metrics(run)] + [f"partial: {w}" for w in run.warnings]
 
 
 def _share_servers(endpoints: list["_Endpoint"]) -> None:

@@ -1,0 +1,187 @@
+"""Base vs fine-tuned: paired per-task differences, their uncertainty, and the tasks that flipped.
+
+The task is the unit of analysis: seeds are averaged within a task, then the per-task
+differences (B - A) are paired. Runs whose task sets or scaffolds differ are not comparable
+unless forced, in which case only the common tasks are compared and the output says so.
+"""
+
+import math
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict
+
+from harness.errors import HarnessError
+from harness.results.metrics import FORMAT_CATEGORIES, scored
+from harness.results.runs import RunData
+from harness.results.stats import paired_difference
+
+
+class Flip(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    task_id: str
+    a: float
+    b: float
+
+
+class RateChange(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    a: float
+    b: float
+    diff: float
+
+
+class Comparison(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    a: str  # "run:model"
+    b: str
+    tasks: int
+    seeds_a: int
+    seeds_b: int
+    rate_a: float
+    rate_b: float
+    diff: float
+    se: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    test: str
+    fixed: list[Flip]  # B better than A on the task
+    broken: list[Flip]  # B worse
+    both_solved: int
+    both_failed: int
+    loop_rate: RateChange
+    loop_rates: dict[str, RateChange]
+    format_errors_per_turn: dict[str, RateChange]
+    notes: list[str]
+
+    def verdict(self) -> str:
+        """One plain sentence: is the difference distinguishable from noise at the 5% level?"""
+        pts = f"{100 * self.diff:+.1f} points"
+        if math.isnan(self.se):
+            return f"B - A = {pts} on {self.tasks} task(s): too few tasks for an error bar"
+        ci = f"95% CI {100 * self.ci_low:+.1f} to {100 * self.ci_high:+.1f}"
+        if self.p_value < 0.05:
+            better = "better" if self.diff > 0 else "worse"
+            return f"B is {better} than A: {pts} ({ci}, p = {self.p_value:.3g}, {self.test})"
+        return f"no significant difference: {pts} ({ci}, p = {self.p_value:.3g}, {self.test}); could be noise"
+
+
+def pick_model(run: RunData, model: str | None, flag: str) -> str:
+    models = run.models
+    if model is not None:
+        if model not in models:
+            raise HarnessError(f"{flag} {model}: not in {run.root} (models there: {', '.join(models)})")
+        return model
+    if len(models) != 1:
+        raise HarnessError(
+            f"{run.root} holds {len(models)} models ({', '.join(models)}): pass {flag} to choose one"
+        )
+    return models[0]
+
+
+def _check_comparable(a: RunData, b: RunData, force: bool) -> list[str]:
+    differences: list[str] = []
+    only_a = sorted(set(a.tasks) - set(b.tasks))
+    only_b = sorted(set(b.tasks) - set(a.tasks))
+    if only_a or only_b:
+        differences.append(
+            "task sets differ: "
+            + "; ".join(
+                f"{len(ts)} only in {run.name} ({', '.join(ts[:5])}{', ...' if len(ts) > 5 else ''})"
+                for ts, run in ((only_a, a), (only_b, b))
+                if ts
+            )
+        )
+    for key in ("scaffold", "scaffold_hash"):
+        va, vb = a.manifest.get(key), b.manifest.get(key)
+        if va != vb:
+            differences.append(f"{key} differs: {va} vs {vb}")
+            break
+    if differences and not force:
+        raise HarnessError(
+            f"not comparable: {'; '.join(differences)}. Pass --force to compare the common tasks anyway"
+        )
+    return [f"forced: {d}" for d in differences]
+
+
+def _task_means(run: RunData, model: str) -> pd.DataFrame:
+    done = scored(run.episodes[run.episodes["model"] == model])
+    return done.groupby("task_id")["score"].agg(["mean", "count"])
+
+
+def compare(
+    a: RunData, b: RunData, model_a: str | None = None, model_b: str | None = None, *, force: bool = False
+) -> Comparison:
+    """Compare model_a of run a with model_b of run b (a and b may be the same run)."""
+    ma, mb = pick_model(a, model_a, "--model-a"), pick_model(b, model_b, "--model-b")
+    if a is b and ma == mb:
+        raise HarnessError(f"--model-a and --model-b are both {ma}: name two different models")
+    notes = [] if a is b else _check_comparable(a, b, force)
+    notes += [f"{run.name}: {w}" for run in ([a] if a is b else [a, b]) for w in run.warnings]
+    ta, tb = _task_means(a, ma), _task_means(b, mb)
+    common = sorted(set(ta.index) & set(tb.index) & set(a.tasks) & set(b.tasks))
+    dropped = sorted((set(ta.index) | set(tb.index)) & set(a.tasks) & set(b.tasks) - set(common))
+    if dropped:
+        notes.append(
+            f"{len(dropped)} task(s) without a scored episode on one side left out: {', '.join(dropped[:10])}"
+        )
+    if not common:
+        raise HarnessError(
+            f"no task has a scored episode in both {a.name}:{ma} and {b.name}:{mb}: nothing to compare"
+        )
+    sa, sb = ta.loc[common, "mean"].to_numpy(), tb.loc[common, "mean"].to_numpy()
+    paired = paired_difference(sa.tolist(), sb.tolist())
+    fixed = [Flip(task_id=t, a=float(x), b=float(y)) for t, x, y in zip(common, sa, sb, strict=True) if y > x]
+    broken = [
+        Flip(task_id=t, a=float(x), b=float(y)) for t, x, y in zip(common, sa, sb, strict=True) if y < x
+    ]
+    ea = a.episodes[(a.episodes["model"] == ma) & a.episodes["task_id"].isin(common)]
+    eb = b.episodes[(b.episodes["model"] == mb) & b.episodes["task_id"].isin(common)]
+    return Comparison(
+        a=f"{a.name}:{ma}",
+        b=f"{b.name}:{mb}",
+        tasks=len(common),
+        seeds_a=int(ea["seed"].nunique()),
+        seeds_b=int(eb["seed"].nunique()),
+        rate_a=float(sa.mean()),
+        rate_b=float(sb.mean()),
+        diff=paired.mean,
+        se=paired.se,
+        # A difference of rates lies in [-1, 1]; the t interval can overshoot with few tasks.
+        ci_low=max(-1.0, paired.ci_low),
+        ci_high=min(1.0, paired.ci_high),
+        p_value=paired.p_value,
+        test=paired.test,
+        fixed=fixed,
+        broken=broken,
+        both_solved=int(((sa >= 1) & (sb >= 1)).sum()),
+        both_failed=int(((sa <= 0) & (sb <= 0)).sum()),
+        loop_rate=_change(ea["loop_kind"].notna().mean(), eb["loop_kind"].notna().mean()),
+        loop_rates={
+            k: _change((ea["loop_kind"] == k).mean(), (eb["loop_kind"] == k).mean())
+            for k in sorted(set(ea["loop_kind"].dropna()) | set(eb["loop_kind"].dropna()))
+        },
+        format_errors_per_turn=_format_changes(ea, eb),
+        notes=notes,
+    )
+
+
+def _change(a: float, b: float) -> RateChange:
+    return RateChange(a=float(a), b=float(b), diff=float(b) - float(a))
+
+
+def _format_changes(ea: pd.DataFrame, eb: pd.DataFrame) -> dict[str, RateChange]:
+    def per_turn(frame: pd.DataFrame) -> dict[str, float]:
+        turns = int(frame["turns"].sum())
+        totals: dict[str, int] = {}
+        for d in frame["format_errors"]:
+            for k, v in d.items():
+                totals[k] = totals.get(k, 0) + v
+        return {k: v / turns for k, v in totals.items()} if turns else {}
+
+    ra, rb = per_turn(ea), per_turn(eb)
+    cats = [c for c in FORMAT_CATEGORIES if c in ra or c in rb]
+    return {c: _change(ra.get(c, 0.0), rb.get(c, 0.0)) for c in cats}

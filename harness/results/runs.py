@@ -1,0 +1,189 @@
+"""Load a finished (or partial) run directory into pandas frames, flagging everything that is off.
+
+Aggregation, comparison and reports all start here, so that a corrupted line, a missing episode or
+an unverified reward is noticed once and carried along as a warning instead of becoming a number.
+"""
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pandas as pd
+from pydantic import TypeAdapter, ValidationError
+
+from harness.errors import HarnessError
+from harness.results.store import EpisodeRecord
+
+_RECORDS = TypeAdapter(list[EpisodeRecord])
+
+
+@dataclass
+class RunData:
+    """One run: its manifest, the latest record per (model, task, seed), and what is wrong with it."""
+
+    root: Path
+    manifest: dict[str, Any]
+    episodes: pd.DataFrame
+    server: pd.DataFrame
+    latest: list[EpisodeRecord] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return str(self.manifest.get("run_id") or self.root.name)
+
+    @property
+    def models(self) -> list[str]:
+        present = list(dict.fromkeys(self.episodes["model"]))
+        return [m for m in self.manifest.get("models", []) if m in present] + [
+            m for m in present if m not in self.manifest.get("models", [])
+        ]
+
+    @property
+    def tasks(self) -> list[str]:
+        return sorted(set(self.manifest.get("tasks") or self.episodes["task_id"].unique()))
+
+    @property
+    def partial(self) -> bool:
+        return bool(self.warnings)
+
+    def records(self) -> list[EpisodeRecord]:
+        """The same episodes as typed records (latest per key, file order), for the viewers."""
+        return list(self.latest)
+
+
+def load_run(path: Path) -> RunData:
+    """Read RUN (a run directory or its episodes.jsonl); raise HarnessError for what cannot be a run."""
+    root = path.parent if path.name == "episodes.jsonl" else path
+    if not root.exists():
+        raise HarnessError(f"{path}: no such run directory")
+    if not root.is_dir():
+        raise HarnessError(f"{path}: not a run directory (expected the --run-dir of harness eval)")
+    episodes_path = root / "episodes.jsonl"
+    if not episodes_path.exists():
+        raise HarnessError(f"{root}: no episodes.jsonl here; is this a run directory made by harness eval?")
+    manifest = _manifest(root)
+    warnings: list[str] = []
+    records = _read_records(episodes_path, warnings)
+    if not records:
+        raise HarnessError(
+            f"{root}: no episode recorded yet (episodes.jsonl is empty"
+            + (" or unreadable)" if warnings else ")")
+            + "; run harness eval first"
+        )
+    # The store appends a second line for the same key after verification: the last one wins.
+    latest = list({r.key: r for r in records}.values())
+    frame = _frame(latest)
+    _check_complete(frame, manifest, warnings)
+    return RunData(
+        latest=latest,
+        root=root,
+        manifest=manifest,
+        episodes=frame,
+        server=_server_stats(root, warnings),
+        warnings=warnings,
+    )
+
+
+def _manifest(root: Path) -> dict[str, Any]:
+    path = root / "run.json"
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise HarnessError(
+            f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}); restore it from the run"
+        ) from None
+    if not isinstance(data, dict):
+        raise HarnessError(f"{path}: expected a JSON object")
+    return data
+
+
+def _read_records(path: Path, warnings: list[str]) -> list[EpisodeRecord]:
+    """All valid records in file order. Fast path: validate the whole file as one JSON array."""
+    lines = [ln for ln in path.read_bytes().splitlines()]
+    numbered = [(i + 1, ln) for i, ln in enumerate(lines) if ln.strip()]
+    try:
+        return _RECORDS.validate_json(b"[" + b",".join(ln for _, ln in numbered) + b"]")
+    except ValidationError:
+        pass
+    records: list[EpisodeRecord] = []
+    bad: list[str] = []
+    for lineno, line in numbered:
+        try:
+            records.append(EpisodeRecord.model_validate_json(line))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(map(str, err["loc"]))
+            bad.append(f"line {lineno}: {err['msg']}" + (f" ({where})" if where else ""))
+    if bad:
+        shown = "; ".join(bad[:5]) + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "")
+        warnings.append(
+            f"{path}: {len(bad)} corrupted line(s) skipped ({shown}); their episodes count as missing"
+        )
+    return records
+
+
+def _frame(records: list[EpisodeRecord]) -> pd.DataFrame:
+    cols: dict[str, list[Any]] = {
+        name: [getattr(r, name) for r in records] for name in EpisodeRecord.model_fields
+    }
+    frame = pd.DataFrame(cols)
+    frame["loop_kind"] = [r.loop.kind.value if r.loop else None for r in records]
+    frame["loop_start"] = [r.loop.start_turn if r.loop else None for r in records]
+    frame["tokens"] = frame["prompt_tokens"] + frame["completion_tokens"]
+    return frame
+
+
+def _check_complete(frame: pd.DataFrame, manifest: dict[str, Any], warnings: list[str]) -> None:
+    unverified = frame[~frame["verified"]]
+    if len(unverified):
+        warnings.append(
+            f"{len(unverified)} episode(s) not verified yet (no reward): run the same harness eval command again "
+            "to verify them; they are left out of resolve rates"
+        )
+    errored = frame[frame["status"] == "error"]
+    if len(errored):
+        first = errored.iloc[0]
+        reason = (
+            f"{first['error']['type']}: {first['error']['message'][:120]}"
+            if first["error"]
+            else "no reason recorded"
+        )
+        warnings.append(
+            f"{len(errored)} of {len(frame)} episode(s) ended in error (counted as unresolved; first: "
+            f"{first['task_id']} seed {first['seed']}, {reason})"
+        )
+    tasks, seeds, models = manifest.get("tasks"), manifest.get("seeds"), manifest.get("models")
+    if tasks and seeds and models:
+        expected = len(tasks) * len(seeds) * len(models)
+        if len(frame) < expected:
+            warnings.append(
+                f"{expected - len(frame)} of {expected} planned episodes missing (run interrupted?): "
+                "run the same harness eval command again to finish it"
+            )
+
+
+def _server_stats(root: Path, warnings: list[str]) -> pd.DataFrame:
+    """Server seconds up and busy per model; a shared server (base + LoRA) counts for each of its models."""
+    rows: list[dict[str, Any]] = []
+    path = root / "server_stats.jsonl"
+    if path.exists():
+        for lineno, line in enumerate(path.read_bytes().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                d = orjson.loads(line)
+                rows.extend(
+                    {"model": m, "up_s": float(d["up_s"]), "busy_s": float(d["busy_s"])}
+                    for m in d["model"].split("+")
+                )
+            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+                warnings.append(
+                    f"{path}: line {lineno} is not a server record; server seconds are incomplete"
+                )
+    frame = pd.DataFrame(rows, columns=["model", "up_s", "busy_s"])
+    return frame.groupby("model", as_index=False)[["up_s", "busy_s"]].sum()

@@ -1,0 +1,175 @@
+"""`harness show RUN [EPISODE]`: the episode list (filterable) or one trajectory in the terminal.
+
+A looping episode opens at the turn where the loop started (earlier turns are summarised; --all
+shows them), with the repeated unit and every later turn of the loop marked.
+"""
+
+from pathlib import Path
+
+from rich.console import Console, Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from harness.errors import HarnessError
+from harness.results.episode_view import EpisodeView, episode_id, find_episode, load_episode
+from harness.results.report import run_schemas
+from harness.results.runs import RunData, load_run
+from harness.results.store import EpisodeRecord
+
+_OBS_LIMIT = 1500
+
+
+def list_episodes(
+    run: RunData,
+    *,
+    status: str | None = None,
+    loop: str | None = None,
+    task: str | None = None,
+    model: str | None = None,
+) -> list[EpisodeRecord]:
+    records = run.records()
+    kinds = {r.loop.kind.value for r in records if r.loop} | {"any", "none"}
+    if loop is not None and loop not in kinds:
+        raise HarnessError(f"--loop {loop}: no episode has this loop kind (here: {', '.join(sorted(kinds))})")
+    out = []
+    for r in records:
+        if status and r.status != status:
+            continue
+        if task and r.task_id != task:
+            continue
+        if model and r.model != model:
+            continue
+        if loop == "none" and r.loop is not None:
+            continue
+        if loop not in (None, "any", "none") and (r.loop is None or r.loop.kind.value != loop):
+            continue
+        if loop == "any" and r.loop is None:
+            continue
+        out.append(r)
+    return out
+
+
+def episodes_table(run: RunData, records: list[EpisodeRecord]) -> Table:
+    t = Table(title=f"episodes in {run.root} ({len(records)} shown)")
+    for col in ("episode", "status", "reward", "loop", "format errors", "turns", "tokens"):
+        t.add_column(col, overflow="fold")
+    for r in records:
+        fmt = ", ".join(f"{k} {v}" for k, v in sorted(r.format_errors.items())) or "-"
+        loop = f"{r.loop.kind.value} @ turn {r.loop.start_turn}" if r.loop else "-"
+        t.add_row(
+            episode_id(r),
+            r.status,
+            "-" if r.reward is None else f"{r.reward:g}",
+            loop,
+            fmt,
+            str(r.turns),
+            str(r.prompt_tokens + r.completion_tokens),
+        )
+    return t
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + f"\n… ({len(text) - limit} more characters)"
+
+
+def episode_renderables(view: EpisodeView, *, show_all: bool = False) -> list[RenderableType]:
+    r = view.record
+    head = Text.assemble(
+        (view.id, "bold"),
+        f"  status {r.status}",
+        f"  reward {'-' if r.reward is None else f'{r.reward:g}'}",
+        f"  {r.turns} turns, {r.tool_calls} tool calls, {r.prompt_tokens + r.completion_tokens} tokens, {r.wall_s:.1f} s",
+    )
+    items: list[RenderableType] = [head]
+    if r.error:
+        items.append(Text(f"error: {r.error.type}: {r.error.message}", style="red"))
+    if r.format_errors:
+        items.append(
+            Text(
+                "format errors: " + ", ".join(f"{k} {v}" for k, v in sorted(r.format_errors.items())),
+                style="red",
+            )
+        )
+    items += [Text(n, style="yellow") for n in view.notes]
+    turns = view.turns
+    onset = view.onset_index
+    if r.loop:
+        loop = r.loop
+        items.append(
+            Panel(
+                Text(loop.unit),
+                title=f"loop: {loop.kind.value} from turn {loop.start_turn}, period {loop.period}, "
+                f"x{loop.repeats}, certain at turn {loop.detected_at}",
+                title_align="left",
+                border_style="bold red",
+            )
+        )
+        if onset is not None and onset > 0 and not show_all:
+            items.append(
+                Text(
+                    f"(turns {turns[0].turn.index}..{turns[onset - 1].turn.index} before the loop hidden; --all shows them)",
+                    style="dim",
+                )
+            )
+            turns = turns[onset:]
+    for tv in turns:
+        t = tv.turn
+        body: list[RenderableType] = []
+        if tv.onset:
+            body.append(Text("▶ the loop starts here", style="bold red"))
+        body += [Text(f"✗ {e}", style="red") for e in tv.errors]
+        if t.text:
+            body.append(Text(_clip(t.text, 3000)))
+        for call in t.tool_calls:
+            body.append(
+                Text.assemble(("→ ", "bold"), (call.name, "bold cyan"), " ", _clip(call.arguments, 1500))
+            )
+        if t.observation:
+            body.append(
+                Text(_clip(t.observation, _OBS_LIMIT), style="red" if t.observation_is_error else "dim")
+            )
+        style = "bold red" if tv.onset else ("yellow" if tv.in_loop else "blue")
+        title = (
+            f"turn {t.index}"
+            + (" · loop" if tv.in_loop else "")
+            + (
+                f" · {t.finish_reason}"
+                if t.finish_reason and t.finish_reason not in ("stop", "tool_calls")
+                else ""
+            )
+        )
+        items.append(
+            Panel(
+                Group(*body) if body else Text("(empty)", style="dim"),
+                title=title,
+                title_align="left",
+                border_style=style,
+            )
+        )
+    return items
+
+
+def show(
+    path: Path,
+    episode: str | None,
+    console: Console,
+    *,
+    show_all: bool = False,
+    status: str | None = None,
+    loop: str | None = None,
+    task: str | None = None,
+    model: str | None = None,
+) -> None:
+    run = load_run(path)
+    for w in run.warnings:
+        console.print(f"[yellow]partial:[/] {w}")
+    if episode is None:
+        console.print(
+            episodes_table(run, list_episodes(run, status=status, loop=loop, task=task, model=model))
+        )
+        console.print(f"open one with: harness show {run.root} EPISODE (e.g. {episode_id(run.records()[0])})")
+        return
+    record = find_episode(run.records(), episode)
+    for item in episode_renderables(load_episode(run.root, record, run_schemas(run)), show_all=show_all):
+        console.print(item)
