@@ -109,6 +109,11 @@ def _check_comparable(a: RunData, b: RunData, force: bool) -> list[str]:
 
 def _task_means(run: RunData, model: str) -> pd.DataFrame:
     done = scored(run.episodes[run.episodes["model"] == model])
+    if len(done) and (done["status"] == "error").all():
+        raise HarnessError(
+            f"{run.name}:{model}: all {len(done)} episodes ended in error, so it has no resolve rate to compare; "
+            f"see harness show {run.root} --status error"
+        )
     return done.groupby("task_id")["score"].agg(["mean", "count"])
 
 

@@ -334,7 +334,7 @@ def _filters(frame: pd.DataFrame) -> str:
             f'<option value="{_e(v)}">{_e(v)}</option>' for v in values
         )
         out.append(
-            f'<label>{label} <select class="filter" data-key="{key}" id="filter-{key}">{opts}</select></label> '
+            f'<label>{label} <select class="filter" data-key="{key}" id="filter-{key}" onchange="applyFilters()">{opts}</select></label> '
         )
     return "".join(out) + ' — <span id="shown"></span> shown'
 

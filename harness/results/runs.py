@@ -76,7 +76,7 @@ def load_run(path: Path) -> RunData:
     # The store appends a second line for the same key after verification: the last one wins.
     latest = list({r.key: r for r in records}.values())
     frame = _frame(latest)
-    _check_complete(frame, manifest, warnings)
+    _check_complete(frame, latest, manifest, warnings)
     return RunData(
         latest=latest,
         root=root,
@@ -138,24 +138,22 @@ def _frame(records: list[EpisodeRecord]) -> pd.DataFrame:
     return frame
 
 
-def _check_complete(frame: pd.DataFrame, manifest: dict[str, Any], warnings: list[str]) -> None:
+def _check_complete(
+    frame: pd.DataFrame, records: list[EpisodeRecord], manifest: dict[str, Any], warnings: list[str]
+) -> None:
     unverified = frame[~frame["verified"]]
     if len(unverified):
         warnings.append(
             f"{len(unverified)} episode(s) not verified yet (no reward): run the same harness eval command again "
             "to verify them; they are left out of resolve rates"
         )
-    errored = frame[frame["status"] == "error"]
-    if len(errored):
-        first = errored.iloc[0]
-        reason = (
-            f"{first['error']['type']}: {first['error']['message'][:120]}"
-            if first["error"]
-            else "no reason recorded"
-        )
+    errored = [r for r in records if r.status == "error"]
+    if errored:
+        first = errored[0]
+        reason = f"{first.error.type}: {first.error.message[:120]}" if first.error else "no reason recorded"
         warnings.append(
-            f"{len(errored)} of {len(frame)} episode(s) ended in error (counted as unresolved; first: "
-            f"{first['task_id']} seed {first['seed']}, {reason})"
+            f"{len(errored)} of {len(records)} episode(s) ended in error (counted as unresolved; first: "
+            f"{first.task_id} seed {first.seed}, {reason})"
         )
     tasks, seeds, models = manifest.get("tasks"), manifest.get("seeds"), manifest.get("models")
     if tasks and seeds and models:

@@ -165,10 +165,10 @@ def show(
     for w in run.warnings:
         console.print(f"[yellow]partial:[/] {w}")
     if episode is None:
-        console.print(
-            episodes_table(run, list_episodes(run, status=status, loop=loop, task=task, model=model))
-        )
-        console.print(f"open one with: harness show {run.root} EPISODE (e.g. {episode_id(run.records()[0])})")
+        listed = list_episodes(run, status=status, loop=loop, task=task, model=model)
+        console.print(episodes_table(run, listed))
+        if listed:
+            console.print(f"open one with: harness show {run.root} EPISODE (e.g. {episode_id(listed[0])})")
         return
     record = find_episode(run.records(), episode)
     for item in episode_renderables(load_episode(run.root, record, run_schemas(run)), show_all=show_all):

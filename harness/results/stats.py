@@ -6,8 +6,10 @@ narrow. Suites are small (tens of tasks), so intervals use Student's t rather th
 distribution, and comparisons use exact tests where they can be enumerated.
 """
 
+import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Final
 
 import numpy as np
@@ -25,15 +27,14 @@ __all__ = [
     "sign_flip_p_value",
 ]
 
-_MAX_EXACT_SUMS: Final = 1_000_000_000
+_MAX_EXACT_SUMS: Final = 1_000_000
 _MC_SAMPLES: Final = 200_000
 _MC_SEED: Final = 20240611
 _MC_CHUNK_VALUES: Final = 2_000_000
-# Sums are in units of the largest |d|. Rounding them to 9 decimals sends one sum reached along
-# different float paths to one key; the 1e-7 tie tolerance still separates distinct sums of any
-# 1/S grid with S below 1e7, so it only ever merges float noise.
-_DECIMALS: Final = 9
-_TIE: Final = 1e-7
+_MAX_DENOMINATOR: Final = 10_000
+_LATTICE_TOL: Final = 1e-10
+# Float sums are in units of the largest |d|; rounding in m additions stays far below this.
+_TIE: Final = 1e-9
 _ZERO: Final = 1e-12
 
 
@@ -143,37 +144,55 @@ def mcnemar_exact_p(b01: int, b10: int) -> float:
     return min(1.0, 2.0 * float(stats.binom.cdf(min(b01, b10), discordant, 0.5)))
 
 
-def _exact_sign_flip(d: npt.NDArray[np.float64], observed: float) -> float | None:
+def _lattice(d: npt.NDArray[np.float64]) -> npt.NDArray[np.int64] | None:
+    """d as whole multiples of one 1/L when every value is a fraction with a small denominator.
+
+    Scores averaged over S seeds are multiples of 1/S, and differences of two such averages are
+    multiples of 1/lcm(S_a, S_b). On that lattice every sum is an exact integer, so one sum reached
+    along different orders is one key and ties need no float tolerance.
+    """
+    denominator = 1
+    for x in np.unique(np.abs(d)):
+        fraction = Fraction(float(x)).limit_denominator(_MAX_DENOMINATOR)
+        if abs(float(fraction) - x) > _LATTICE_TOL * max(1.0, float(x)):
+            return None
+        denominator = math.lcm(denominator, fraction.denominator)
+        if denominator > _MAX_DENOMINATOR:
+            return None
+    return np.rint(d * denominator).astype(np.int64)
+
+
+def _exact_sign_flip(values: npt.NDArray[np.int64] | npt.NDArray[np.float64], tie: float) -> float | None:
     """Exact two-sided p over all 2^m sign flips, or None when there are too many distinct sums.
 
-    Dynamic programming over achievable sums, with the probability of each: rewards averaged over
-    S seeds are multiples of 1/S, so the number of distinct sums grows linearly in the number of
-    tasks instead of doubling with each one.
+    Dynamic programming over the achievable sums and the probability of each: on a 1/S lattice
+    the number of distinct sums grows linearly in the number of tasks instead of doubling.
     """
-    sums = np.zeros(1)
+    sums = np.zeros(1, dtype=values.dtype)
     probabilities = np.ones(1)
-    for x in d:
-        candidates = np.round(np.concatenate([sums + x, sums - x]), _DECIMALS)
-        sums, where = np.unique(candidates, return_inverse=True)
+    for x in values:
+        sums, where = np.unique(np.concatenate([sums + x, sums - x]), return_inverse=True)
         if sums.size > _MAX_EXACT_SUMS:
             return None
         probabilities = np.bincount(where, weights=np.concatenate([probabilities, probabilities]) / 2.0)
-    return min(1.0, float(probabilities[np.abs(sums) >= abs(observed) - _TIE].sum()))
+    observed = abs(values.sum())
+    return min(1.0, float(probabilities[np.abs(sums) >= observed - tie].sum()))
 
 
-def _monte_carlo_sign_flip(d: npt.NDArray[np.float64], observed: float) -> float:
+def _monte_carlo_sign_flip(unit: npt.NDArray[np.float64]) -> float:
     """Monte Carlo two-sided p from random sign flips, with a fixed seed so reports are reproducible.
 
     Uses (hits + 1) / (samples + 1), counting the observed assignment as one draw, so the estimate
     is never an impossible p = 0 (Phipson and Smyth 2010).
     """
     rng = np.random.default_rng(_MC_SEED)
+    observed = abs(float(unit.sum()))
     hits = 0
-    chunk = max(1, _MC_CHUNK_VALUES // d.size)
+    chunk = max(1, _MC_CHUNK_VALUES // unit.size)
     for start in range(0, _MC_SAMPLES, chunk):
         size = min(chunk, _MC_SAMPLES - start)
-        signs = rng.integers(0, 2, size=(size, d.size)) * 2.0 - 1.0
-        hits += int(np.count_nonzero(np.abs(signs @ d) >= abs(observed) - _TIE))
+        signs = rng.integers(0, 2, size=(size, unit.size)) * 2.0 - 1.0
+        hits += int(np.count_nonzero(np.abs(signs @ unit) >= observed - _TIE))
     return (hits + 1) / (_MC_SAMPLES + 1)
 
 
@@ -184,8 +203,11 @@ def sign_flip_p_value(d: Sequence[float]) -> tuple[float, str]:
     as likely to have either sign, so the p-value is the fraction of the 2^m sign assignments of
     the m nonzero differences whose |sum| is at least the observed |sum|. This makes no normality
     assumption, which matters for bounded, lumpy rewards on a few dozen tasks. Zero differences
-    are dropped: flipping them changes nothing. Sums within 1e-7 times the largest |d| of the
-    observed one count as ties, so float rounding of 1/3 + 1/3 + 1/3 cannot break a tie with 1.
+    are dropped: flipping them changes nothing.
+
+    When the differences are multiples of some 1/L (L <= 10,000; seed-averaged rewards are) sums
+    are kept as exact integers, so 1/3 + 1/3 + 1/3 ties with 1. Otherwise sums are floats in units
+    of the largest |d|, and sums within 1e-9 of the observed one count as ties.
 
     The null distribution is enumerated exactly when it has at most ~1e6 distinct sums; beyond
     that (many tasks with irregular real-valued differences) it falls back to 200,000 random sign
@@ -198,16 +220,13 @@ def _sign_flip(diffs: npt.NDArray[np.float64]) -> tuple[float, str]:
     diffs = diffs[np.abs(diffs) > _ZERO]
     if diffs.size == 0:
         return 1.0, "sign-flip permutation (exact)"
-    # The p-value is scale-free, so work in units of the largest |d| and let one tolerance serve.
+    # The p-value is scale-free, so float sums work in units of the largest |d| and one tolerance serves.
     unit = diffs / np.max(np.abs(diffs))
-    observed = float(unit.sum())
-    exact = _exact_sign_flip(unit, observed)
+    steps = _lattice(diffs)
+    exact = _exact_sign_flip(steps, 0.0) if steps is not None else _exact_sign_flip(unit, _TIE)
     if exact is not None:
         return exact, "sign-flip permutation (exact)"
-    return (
-        _monte_carlo_sign_flip(unit, observed),
-        f"sign-flip permutation (Monte Carlo, {_MC_SAMPLES} samples)",
-    )
+    return _monte_carlo_sign_flip(unit), f"sign-flip permutation (Monte Carlo, {_MC_SAMPLES} samples)"
 
 
 def _is_binary(values: npt.NDArray[np.float64]) -> bool:
