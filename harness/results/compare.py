@@ -11,6 +11,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
 from harness.errors import HarnessError
+from harness.results._gc import gc_paused
 from harness.results.metrics import FORMAT_CATEGORIES, scored
 from harness.results.runs import RunData
 from harness.results.stats import paired_difference
@@ -117,6 +118,7 @@ def _task_means(run: RunData, model: str) -> pd.DataFrame:
     return done.groupby("task_id")["score"].agg(["mean", "count"])
 
 
+@gc_paused
 def compare(
     a: RunData, b: RunData, model_a: str | None = None, model_b: str | None = None, *, force: bool = False
 ) -> Comparison:

@@ -12,6 +12,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
 from harness.monitor import FormatCategory, LoopKind
+from harness.results._gc import gc_paused
 from harness.results.runs import RunData
 from harness.results.stats import Estimate, clustered_mean, pass_at_k, pass_hat_k
 
@@ -79,6 +80,7 @@ def scored(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+@gc_paused
 def per_seed(run: RunData) -> pd.DataFrame:
     """One row per (model, seed): the table behind metrics.csv and the per-seed plot."""
     frame = run.episodes
@@ -125,6 +127,7 @@ def per_seed(run: RunData) -> pd.DataFrame:
     return pd.concat([out, rates, per_turn], axis=1).reset_index()
 
 
+@gc_paused
 def model_metrics(run: RunData) -> list[ModelMetrics]:
     seeds_table = per_seed(run)
     return [_one_model(run, m, seeds_table[seeds_table["model"] == m]) for m in run.models]
@@ -191,18 +194,18 @@ def _one_model(run: RunData, model: str, seeds: pd.DataFrame) -> ModelMetrics:
 def _pass_k(done: pd.DataFrame, seeds: int) -> tuple[dict[int, float], dict[int, float]]:
     """pass@k and pass^k for k = 1..seeds, averaged over tasks with at least k scored seeds."""
     per_task = done.assign(passed=done["score"] >= 1.0).groupby("task_id")["passed"].agg(["count", "sum"])
+    # Tasks share (n, c) pairs: evaluate each pair once and weight it by how many tasks have it.
+    pairs = per_task.value_counts().reset_index(name="tasks")
     at_k: dict[int, float] = {}
     hat_k: dict[int, float] = {}
     for k in range(1, seeds + 1):
-        usable = per_task[per_task["count"] >= k]
+        usable = pairs[pairs["count"] >= k]
         if usable.empty:
             continue
-        at_k[k] = float(
-            sum(pass_at_k(int(n), int(c), k) for n, c in usable.itertuples(index=False)) / len(usable)
-        )
-        hat_k[k] = float(
-            sum(pass_hat_k(int(n), int(c), k) for n, c in usable.itertuples(index=False)) / len(usable)
-        )
+        weights = usable["tasks"].sum()
+        rows = list(zip(usable["count"], usable["sum"], usable["tasks"], strict=True))
+        at_k[k] = float(sum(w * pass_at_k(int(n), int(c), k) for n, c, w in rows) / weights)
+        hat_k[k] = float(sum(w * pass_hat_k(int(n), int(c), k) for n, c, w in rows) / weights)
     return at_k, hat_k
 
 

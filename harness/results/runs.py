@@ -14,6 +14,7 @@ import pandas as pd
 from pydantic import TypeAdapter, ValidationError
 
 from harness.errors import HarnessError
+from harness.results._gc import gc_paused
 from harness.results.store import EpisodeRecord
 
 _RECORDS = TypeAdapter(list[EpisodeRecord])
@@ -54,6 +55,7 @@ class RunData:
         return list(self.latest)
 
 
+@gc_paused
 def load_run(path: Path) -> RunData:
     """Read RUN (a run directory or its episodes.jsonl); raise HarnessError for what cannot be a run."""
     root = path.parent if path.name == "episodes.jsonl" else path
@@ -73,9 +75,7 @@ def load_run(path: Path) -> RunData:
             + (" or unreadable)" if warnings else ")")
             + "; run harness eval first"
         )
-    # The store appends a second line for the same key after verification: the last one wins.
-    latest = list({r.key: r for r in records}.values())
-    frame = _frame(latest)
+    latest, frame = _latest(records)
     _check_complete(frame, latest, manifest, warnings)
     return RunData(
         latest=latest,
@@ -127,15 +127,21 @@ def _read_records(path: Path, warnings: list[str]) -> list[EpisodeRecord]:
     return records
 
 
-def _frame(records: list[EpisodeRecord]) -> pd.DataFrame:
-    cols: dict[str, list[Any]] = {
-        name: [getattr(r, name) for r in records] for name in EpisodeRecord.model_fields
-    }
-    frame = pd.DataFrame(cols)
-    frame["loop_kind"] = [r.loop.kind.value if r.loop else None for r in records]
-    frame["loop_start"] = [r.loop.start_turn if r.loop else None for r in records]
+def _latest(records: list[EpisodeRecord]) -> tuple[list[EpisodeRecord], pd.DataFrame]:
+    """The last record per (model, task, seed), as records and as a frame (one row each, same order).
+
+    The store appends a second line for the same key after verification: the last one wins.
+    Columns come from each record's __dict__ (attribute access on 100k pydantic models is slow).
+    """
+    frame = pd.DataFrame([r.__dict__ for r in records], columns=list(EpisodeRecord.model_fields))
+    keep = ~frame.duplicated(subset=["model", "task_id", "seed"], keep="last")
+    latest = [r for r, k in zip(records, keep.tolist(), strict=True) if k]
+    frame = frame[keep].reset_index(drop=True)
+    loops = [r.__dict__["loop"] for r in latest]
+    frame["loop_kind"] = [loop.kind.value if loop else None for loop in loops]
+    frame["loop_start"] = [loop.start_turn if loop else None for loop in loops]
     frame["tokens"] = frame["prompt_tokens"] + frame["completion_tokens"]
-    return frame
+    return latest, frame
 
 
 def _check_complete(
@@ -147,9 +153,9 @@ def _check_complete(
             f"{len(unverified)} episode(s) not verified yet (no reward): run the same harness eval command again "
             "to verify them; they are left out of resolve rates"
         )
-    errored = [r for r in records if r.status == "error"]
-    if errored:
-        first = errored[0]
+    errored = frame.index[frame["status"] == "error"]
+    if len(errored):
+        first = records[errored[0]]
         reason = f"{first.error.type}: {first.error.message[:120]}" if first.error else "no reason recorded"
         warnings.append(
             f"{len(errored)} of {len(records)} episode(s) ended in error (counted as unresolved; first: "
