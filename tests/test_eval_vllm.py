@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.results.store import RunStore
-from tests.conftest import HARNESS, REPO, vllm_processes
+from tests.conftest import HARNESS, REPO, run_harness, vllm_processes
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1500)]
 # Three turns per episode keep CPU time bounded; the bundled model rarely needs more.
@@ -54,8 +54,16 @@ def test_smoke_eval_records_every_episode_and_resumes(
     )
     assert all(r.turns >= 1 or r.status == "error" for r in records.values())
     assert "harness eval" in done.stdout and "smollm2-135m" in done.stdout
+    # The headline: a resolve rate (the bundled model rarely solves anything) or why there is none.
+    assert "smollm2-135m: resolved " in done.stdout or "smollm2-135m: no resolve rate" in done.stdout
     stats = [json.loads(x) for x in (run / "server_stats.jsonl").read_text().splitlines()]
     assert stats[0]["up_s"] > 0
+    report = run_harness("report", str(run))
+    assert report.returncode == 0, report.stderr[-2000:]
+    csv = (run / "metrics.csv").read_text().splitlines()
+    header, overall = csv[0].split(","), csv[-1].split(",")
+    assert overall[header.index("seed")] == "all"
+    assert float(overall[header.index("server_up_s")]) == pytest.approx(stats[0]["up_s"])
     assert not vllm_processes()  # the server went down before verification
 
     lines = (run / "episodes.jsonl").read_text().splitlines()

@@ -8,6 +8,7 @@ import pytest
 from harness.errors import HarnessError
 from harness.results.compare import compare
 from harness.results.metrics import headline, model_metrics, per_seed
+from harness.results.report import write_report
 from harness.results.runs import load_run
 from tests.helpers.runs import record, write_run
 
@@ -130,6 +131,14 @@ def test_corrupted_and_missing_lines_are_flagged_not_counted(tmp_path: Path) -> 
     assert any("1 of 4 planned episodes missing" in w for w in run.warnings)
     (m,) = model_metrics(run)
     assert m.resolve is not None and m.resolve.mean == pytest.approx(2 / 3)
+    # Every output of the report says the results are partial, and why.
+    files = write_report(root)
+    assert (
+        "**Partial results:**" in files.markdown.read_text()
+        and "2 corrupted line(s)" in files.markdown.read_text()
+    )
+    page = files.html.read_text()
+    assert 'id="partial"' in page and "1 of 4 planned episodes missing" in page
 
 
 def test_unverified_episodes_are_left_out_of_the_rate(tmp_path: Path) -> None:
