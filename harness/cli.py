@@ -349,11 +349,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
     t = Table(title=f"A = {c.a}  vs  B = {c.b}  ({c.tasks} tasks; seeds {c.seeds_a} / {c.seeds_b})")
     for col in ("metric", "A", "B", "B - A"):
         t.add_column(col)
+    spread = (
+        "no spread across tasks: see the p-value"
+        if c.se == 0
+        else f"SE {100 * c.se:.1f}, 95% CI {100 * c.ci_low:+.1f} to {100 * c.ci_high:+.1f}"
+    )
     t.add_row(
-        "resolved",
-        f"{100 * c.rate_a:.1f}%",
-        f"{100 * c.rate_b:.1f}%",
-        f"{100 * c.diff:+.1f} (SE {100 * c.se:.1f}, 95% CI {100 * c.ci_low:+.1f} to {100 * c.ci_high:+.1f})",
+        "resolved", f"{100 * c.rate_a:.1f}%", f"{100 * c.rate_b:.1f}%", f"{100 * c.diff:+.1f} ({spread})"
     )
     t.add_row("p-value", "", "", f"{c.p_value:.4g} ({c.test})")
     t.add_row(

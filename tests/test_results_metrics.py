@@ -174,3 +174,16 @@ def test_runs_that_are_not_runs(tmp_path: Path, setup: object, message: str) -> 
     setup(path)  # type: ignore[operator]
     with pytest.raises(HarnessError, match=message):
         load_run(path)
+
+
+def test_a_rate_of_zero_gets_an_exact_interval_not_a_point(tmp_path: Path) -> None:
+    run = load_run(write_run(tmp_path / "r", [record(t, reward=0.0) for t in ("t1", "t2", "t3")]))
+    (m,) = model_metrics(run)
+    assert m.resolve is not None and (m.resolve.mean, m.resolve.se) == (0.0, 0.0)
+    # Clopper-Pearson for 0 of 3: upper bound 1 - 0.025 ** (1 / 3).
+    assert (m.resolve.ci_low, m.resolve.ci_high) == pytest.approx((0.0, 1 - 0.025 ** (1 / 3)))
+    assert "exact (Clopper-Pearson) interval over 3 tasks" in m.notes[0]
+    same = compare(
+        run, load_run(write_run(tmp_path / "s", [record(t, reward=0.0) for t in ("t1", "t2", "t3")]))
+    )
+    assert same.p_value == 1.0 and same.verdict() == "no difference: A and B scored the same on all 3 tasks"

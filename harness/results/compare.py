@@ -63,7 +63,12 @@ class Comparison(BaseModel):
         pts = f"{100 * self.diff:+.1f} points"
         if math.isnan(self.se):
             return f"B - A = {pts} on {self.tasks} task(s): too few tasks for an error bar"
-        ci = f"95% CI {100 * self.ci_low:+.1f} to {100 * self.ci_high:+.1f}"
+        if self.se == 0:
+            if self.diff == 0:
+                return f"no difference: A and B scored the same on all {self.tasks} tasks"
+            ci = "every task moved by the same amount, so no t interval"
+        else:
+            ci = f"95% CI {100 * self.ci_low:+.1f} to {100 * self.ci_high:+.1f}"
         if self.p_value < 0.05:
             better = "better" if self.diff > 0 else "worse"
             return f"B is {better} than A: {pts} ({ci}, p = {self.p_value:.3g}, {self.test})"

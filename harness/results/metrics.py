@@ -146,6 +146,12 @@ def _one_model(run: RunData, model: str, seeds: pd.DataFrame) -> ModelMetrics:
         notes.append(f"all {errors} episodes ended in error: no resolve rate (see the error column)")
     else:
         resolve = Interval.of(clustered_mean(done["score"].tolist(), done["task_id"].tolist()))
+        if resolve.se == 0 and resolve.mean in (0.0, 1.0):
+            resolve = _exact_interval(resolve)
+            notes.append(
+                f"every episode scored {resolve.mean:g}: the standard error is 0, so the CI is the exact "
+                f"(Clopper-Pearson) interval over {resolve.clusters} tasks"
+            )
         if errors:
             notes.append(f"{errors} errored episode(s) counted as unresolved")
         if unverified:
@@ -189,6 +195,19 @@ def _one_model(run: RunData, model: str, seeds: pd.DataFrame) -> ModelMetrics:
         server_busy_s=float(up["busy_s"].iloc[0]) if len(up) else None,
         notes=notes,
     )
+
+
+def _exact_interval(r: Interval) -> Interval:
+    """All tasks solved or none: the CLT interval collapses to a point, which would claim certainty.
+
+    Treat the tasks as Bernoulli trials (each all-or-nothing here) and give the exact binomial CI.
+    """
+    from scipy.stats import binomtest
+
+    ci = binomtest(round(r.mean * r.clusters), r.clusters).proportion_ci(
+        confidence_level=0.95, method="exact"
+    )
+    return r.model_copy(update={"ci_low": float(ci.low), "ci_high": float(ci.high)})
 
 
 def _pass_k(done: pd.DataFrame, seeds: int) -> tuple[dict[int, float], dict[int, float]]:
