@@ -7,7 +7,10 @@ import pytest
 
 from harness.episodes.driver import run_sdk_episode
 from harness.episodes.scaffold import load_scaffold
+from harness.monitor import ToolCall, Turn
 from harness.replay import ReplayScript, ReplayServer, ScriptedCall, ScriptedResponse
+from harness.results.loops_report import loops_report
+from harness.results.trajectories import read_trajectories
 from tests.conftest import run_harness
 from tests.test_episode_loop_sdk import THOUGHTS, looping_script
 
@@ -241,3 +244,57 @@ def test_ten_megabyte_single_output(tmp_path: Path) -> None:
     path.write_text(json.dumps({"instance_id": "huge", "history": [event]}) + "\n")
     report = loops_json(path)
     assert report["rows"][0]["loop_kind"] == "degenerate_text"
+
+
+def test_run_directory_read_as_it_streams(tmp_path: Path) -> None:
+    """A run directory, its episodes.jsonl, and that index under another name read the same.
+
+    The last case switches readers mid-file (episodes are analysed as they are read): what was
+    read of the file before the first index record must not count.
+    """
+    looping = [
+        Turn(
+            index=i,
+            tool_calls=(ToolCall(name="terminal", arguments='{"command": "ls"}'),),
+            observation="a.py",
+        )
+        for i in range(5)
+    ]
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "a.jsonl").write_text(
+        "".join(t.model_dump_json() + "\n" for t in looping) + '{"index": "x"}\n'
+    )
+    records = [
+        {"model": "m", "task_id": "a", "seed": 1, "trajectory": "t/a.jsonl", "error": None},
+        {
+            "model": "m",
+            "task_id": "b",
+            "seed": 1,
+            "trajectory": "t/missing.jsonl",
+            "error": {"message": "died"},
+        },
+    ]
+    (tmp_path / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (tmp_path / "renamed.jsonl").write_text(
+        json.dumps({"instance_id": "x", "history": []})
+        + "\n[1]\n"
+        + (tmp_path / "episodes.jsonl").read_text()
+    )
+    reports = [loops_report(p) for p in (tmp_path, tmp_path / "episodes.jsonl", tmp_path / "renamed.jsonl")]
+    for report in reports:
+        assert report == reports[0]
+    report = reports[0]
+    assert report.format == "harness-run" and report.totals.skipped_lines == 1
+    assert [(r.episode, r.loop_kind, r.repeats, r.error) for r in report.rows] == [
+        ("m/a/seed1", "repeat_call", 5, None),
+        ("m/b/seed1", None, None, "died"),
+    ]
+    assert [w.removeprefix(f"{tmp_path}/") for w in report.warnings] == [
+        "t/a.jsonl:6: not a Turn (Input should be a valid integer, unable to parse string as an integer); line skipped",
+        "episodes.jsonl:2: trajectory t/missing.jsonl is missing",
+    ]
+    read = read_trajectories(tmp_path)
+    assert [t.episode for t in read.trajectories] == [
+        "m/a/seed1",
+        "m/b/seed1",
+    ] and read.warnings == report.warnings

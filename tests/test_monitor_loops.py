@@ -1,6 +1,7 @@
 """Loop detection on hand-made trajectories: every kind, the onset turn, and no false alarms."""
 
 import json
+import random
 
 import pytest
 
@@ -187,3 +188,35 @@ def test_odd_input_never_raises() -> None:
 def test_config_is_validated() -> None:
     with pytest.raises(ValueError):
         LoopConfig(repeat_call=1)
+
+
+def every_period_tail(text: str, min_span: int, min_repeats: int) -> tuple[str, int] | None:
+    """The substring part of degenerate_unit, trying every period (what its fast path skips)."""
+    tail = text[-32_768:].rstrip()
+    for period in range(1, min(400, len(tail) // min_repeats) + 1):
+        unit = tail[-period:]
+        repeats, end = 1, len(tail) - period
+        while end >= period and tail[end - period : end] == unit:
+            repeats += 1
+            end -= period
+        needed = min_span if period >= 4 else 2 * min_span
+        if repeats >= min_repeats and repeats * period >= needed and (period > 1 or not unit.isspace()):
+            return unit, repeats
+    return None
+
+
+def test_degenerate_unit_skips_only_periods_that_cannot_repeat() -> None:
+    rng = random.Random(3)
+    pieces = ["ab", "a", "Let me check. ", "-", " ", "\t", "xyz", "é", "=" * 3, "ok.", "I will fix it."]
+    found = 0
+    for _ in range(3000):  # one line each, so only the substring scan can find a unit
+        prefix = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 30)))
+        unit = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 4)))
+        end = rng.choice(["", " ", "\n", unit[: rng.randint(0, len(unit))]])
+        text = prefix + unit * rng.randint(1, 60) + end
+        for min_span, min_repeats in ((10, 2), (40, 3), (120, 5)):
+            if len(text) >= min_span:
+                expected = every_period_tail(text, min_span, min_repeats)
+                assert degenerate_unit(text, min_span, min_repeats) == expected, (text, min_span, min_repeats)
+                found += expected is not None
+    assert found > 1000

@@ -91,12 +91,17 @@ class _Step:
 
     def __init__(self, turn: Turn) -> None:
         self.index = turn.index
-        self.text_only = not turn.tool_calls
-        if turn.tool_calls:
-            self.action = " | ".join(f"{c.name}({canonical_arguments(c.arguments)})" for c in turn.tool_calls)
+        calls = turn.tool_calls
+        self.text_only = not calls
+        if len(calls) == 1:  # the common case, without a generator
+            self.action = f"{calls[0].name}({canonical_arguments(calls[0].arguments)})"
+            self.text = ""
+        elif calls:
+            self.action = " | ".join(f"{c.name}({canonical_arguments(c.arguments)})" for c in calls)
+            self.text = ""
         else:
-            self.action = "text:" + normalize_text(turn.text)
-        self.text = normalize_text(turn.text) if self.text_only else ""
+            self.text = normalize_text(turn.text)
+            self.action = "text:" + self.text
         observation = normalize_text(turn.observation)
         self.error = turn.observation_is_error
         self.key = hash((self.action, observation, self.error))
@@ -119,7 +124,18 @@ def degenerate_unit(text: str, min_span: int = 120, min_repeats: int = 5) -> tup
                 return line, n
     # A tail that repeats a substring (the classic runaway generation, with or without newlines).
     tail = text.rstrip()
-    for period in range(1, min(400, len(tail) // min_repeats) + 1):
+    last, max_period = len(tail) - 1, min(400, len(tail) // min_repeats)
+    period = 0
+    while period < max_period:
+        if min_repeats >= 2:
+            # A unit repeats only if the character one period before the last equals the last:
+            # rfind jumps to the next such period (prose has a few) instead of trying all 400.
+            pos = tail.rfind(tail[last], last - max_period, last - period)
+            if pos < 0:
+                break
+            period = last - pos
+        else:
+            period += 1
         unit = tail[-period:]
         repeats, end = 1, len(tail) - period
         while end >= period and tail[end - period : end] == unit:

@@ -6,7 +6,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from harness.monitor import LoopConfig, detect_loops
-from harness.results.trajectories import ReadResult, Trajectory, read_trajectories
+from harness.results.trajectories import ReadResult, Trajectory, scan_trajectories
 
 
 class LoopRow(BaseModel):
@@ -65,8 +65,7 @@ def _row(t: Trajectory, config: LoopConfig | None) -> LoopRow:
     )
 
 
-def analyse(result: ReadResult, config: LoopConfig | None = None) -> LoopsReport:
-    rows = [_row(t, config) for t in result.trajectories]
+def _report(result: ReadResult, rows: list[LoopRow]) -> LoopsReport:
     kinds = Counter(r.loop_kind for r in rows if r.loop_kind)
     totals = LoopTotals(
         episodes=len(rows),
@@ -81,5 +80,10 @@ def analyse(result: ReadResult, config: LoopConfig | None = None) -> LoopsReport
     return LoopsReport(format=result.format, rows=rows, totals=totals, warnings=result.warnings)
 
 
+def analyse(result: ReadResult, config: LoopConfig | None = None) -> LoopsReport:
+    return _report(result, [_row(t, config) for t in result.trajectories])
+
+
 def loops_report(path: Path, config: LoopConfig | None = None) -> LoopsReport:
-    return analyse(read_trajectories(path), config)
+    # Each episode is analysed as it is read and only its row is kept (see scan_trajectories).
+    return _report(*scan_trajectories(path, lambda t: _row(t, config)))

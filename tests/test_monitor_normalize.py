@@ -1,0 +1,95 @@
+"""Normalisation: the cheap gates in front of each rule only skip work, never change a result."""
+
+import random
+import re
+import sys
+
+from harness.monitor.normalize import _RULES, _normalize, canonical_arguments, normalize_text
+
+FRAGMENTS = [
+    "550e8400-e29b-41d4-a716-446655440000",
+    "550E8400-E29B-41D4-A716-44665544000",
+    "-abcd-",
+    "2024-01-02T03:04:05.123Z",
+    "2024-01-02 03:04:05+01:00",
+    "-01-02 03:",
+    "12:34:56",
+    "12:34:56.789",
+    "1:2:3",
+    "٣٤:٥٦:٧٨",  # Unicode digits are \d too
+    "0xdeadbeef",
+    "0XABCDEF01",
+    "0x12",
+    "pid 42",
+    "PID=7",
+    "process:9",
+    "/tmp/abc-1.x",
+    "/private/tmp/y",
+    "deadbeefcafe",
+    "0123456789abcdefABCDEF",
+    "abcdefabcde",
+    "3.5s",
+    "12 ms",
+    "4 seconds",
+    "7 sec",
+    "5\u2003s",
+    "9ms",
+    "٣s",
+    "\x1b[31m",
+    "\x1bM",
+    "\ud800",
+    "é",
+    "中文",
+    "\u212a",
+    "s",
+    "m",
+    "-",
+    ":",
+    " ",
+    "\n",
+    "_",
+    "x",
+    "1",
+    "a",
+    "F",
+]
+
+
+def random_texts(n: int, seed: int = 7) -> list[str]:
+    rng = random.Random(seed)
+    return ["".join(rng.choice(FRAGMENTS) for _ in range(rng.randint(1, 12))) for _ in range(n)]
+
+
+def ungated(text: str) -> str:
+    for _, pattern, repl in _RULES:
+        text = pattern.sub(repl, text)
+    return " ".join(text.split())
+
+
+def test_each_gate_is_a_necessary_condition_of_its_rule() -> None:
+    for text in random_texts(20_000):
+        for gate, pattern, repl in _RULES:
+            if pattern.search(text):
+                assert gate(text), (pattern.pattern, text)
+            text = pattern.sub(repl, text)  # the next rule sees what this one left
+
+
+def test_gated_normalisation_equals_running_every_rule() -> None:
+    for text in random_texts(20_000, seed=11):
+        assert _normalize(text) == ungated(text), text
+    assert normalize_text("run 12:34:56 took 3.5s at 0xdeadbeef") == "run <time> took <dur> at <addr>"
+
+
+def test_hex_class_without_ignorecase_is_the_same_for_every_code_point() -> None:
+    """The uuid and hex gates spell out [0-9a-fA-F] where the rules use [0-9a-f] with re.I."""
+    folded, spelled = re.compile("[0-9a-f]", re.I), re.compile("[0-9a-fA-F]")
+    differ = [
+        c for c in range(sys.maxunicode + 1) if bool(folded.match(chr(c))) != bool(spelled.match(chr(c)))
+    ]
+    assert differ == []
+
+
+def test_canonical_arguments() -> None:
+    assert canonical_arguments('{"b": 1, "a": 2, "summary": "x"}') == '{"a":2,"b":1}'
+    assert canonical_arguments("{oops") == "raw:{oops"
+    assert canonical_arguments("  ") == "{}"
