@@ -3,6 +3,7 @@
 import json
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Literal
 
@@ -52,9 +53,12 @@ def run_sdk_episode(
     temperature: float | None = None,
 ) -> EpisodeOutcome:
     """Run one conversation in ``workspace``; stop it as soon as the monitor is certain of a loop."""
-    from openhands.sdk import Conversation
+    from openhands.sdk import LocalConversation
     from openhands.sdk.conversation import ConversationExecutionStatus as Status
 
+    from harness.episodes.sdk_tuning import EpisodeFileStore, freeze_imports
+
+    freeze_imports()  # the SDK's import-time objects: out of every later garbage collection
     started = time.monotonic()
     completions = out_dir / "completions"
     llm = build_llm(
@@ -77,11 +81,19 @@ def run_sdk_episode(
             if detector.feed(turn) is not None and stop_on_loop and conv is not None:
                 conv.pause()  # takes effect before the next model call
 
-    conv = Conversation(
+    # What the SDK's Conversation(persistence_dir=...) sets up, but with a store that fsyncs once
+    # at the end instead of after every write (see sdk_tuning).
+    conversation_id = uuid.uuid4()
+    persistence_dir = out_dir / "conversation"
+    iterations = max_iterations or scaffold.max_iterations
+    store = EpisodeFileStore(str(persistence_dir / conversation_id.hex), cache_limit_size=iterations)
+    conv = LocalConversation(
         agent=agent,
         workspace=str(workspace),
-        persistence_dir=str(out_dir / "conversation"),
-        max_iteration_per_run=max_iterations or scaffold.max_iterations,
+        persistence_dir=str(persistence_dir),
+        conversation_id=conversation_id,
+        file_store=store,
+        max_iteration_per_run=iterations,
         stuck_detection=sdk_stuck_detection,
         callbacks=[on_event],
         visualizer=None,
@@ -113,6 +125,7 @@ def run_sdk_episode(
         last_error = _last_error_code(conv)
         prompt_tokens, completion_tokens, llm_s = _usage(conv)
         conv.close()
+        store.sync()  # the conversation is on disk before the episode's record is
     if detector.finding is not None and stop_on_loop:
         status: EpisodeStatus = "loop_stopped"
     elif timed_out.is_set():

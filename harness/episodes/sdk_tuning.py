@@ -1,0 +1,257 @@
+"""SDK parts swapped for versions that do the same work with less waiting.
+
+An episode runs the same shell, sends the same requests and writes the same files; only time
+that nothing needs goes away:
+
+- Terminal start-up. The SDK's PTY bash (``SubprocessTerminal.initialize`` in
+  openhands/tools/terminal/terminal/subprocess_terminal.py) writes its set-up command and then
+  sleeps a blind 1 s before the first model call. ``ReadyTerminal`` starts the same bash with the
+  same set-up command, waits for the prompt bash prints after it (as long as that takes, never a
+  fixed time), and does that wait alongside the first model call: the first command blocks until
+  the shell is ready.
+- Persistence. The SDK's ``LocalFileStore`` fsyncs every event file, event-count marker and
+  base_state.json as it writes it (about five fsyncs a turn). ``EpisodeFileStore`` writes the same
+  files atomically (temporary file + rename, as the SDK does) and fsyncs them once, when the
+  episode ends, before its record is stored.
+- Garbage collection. Importing the SDK (litellm, openai, pydantic models) leaves ~450k objects
+  that live as long as the process; each full collection (one every few episodes, set off by the
+  objects every turn allocates) rescanned them all, ~0.3 s each. ``freeze_imports`` moves them out
+  of the collector's sight once per process.
+
+The SDK is imported at module level here: import this module only inside functions.
+"""
+
+import gc
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import harness.episodes.sdk  # noqa: F401  sets the SDK's environment variables before it is imported
+
+# isort: split
+from openhands.sdk.io import LocalFileStore
+from openhands.sdk.tool import register_tool
+from openhands.tools.terminal import TerminalTool
+from openhands.tools.terminal.constants import CMD_OUTPUT_PS1_END
+from openhands.tools.terminal.impl import TerminalExecutor
+from openhands.tools.terminal.terminal.subprocess_terminal import SubprocessTerminal
+from openhands.tools.terminal.terminal.terminal_session import TerminalSession
+from openhands.tools.terminal.terminal.tmux_pane_pool import DEFAULT_MAX_PANES
+
+if TYPE_CHECKING:
+    from openhands.sdk.conversation.state import ConversationState
+
+_READY_TIMEOUT_S = 10.0  # a shell with no prompt by then is used as it is, as the SDK would after 1 s
+
+
+class _SetupSent(Exception):
+    """Raised by our _write_pty to end SubprocessTerminal.initialize before its blind sleep."""
+
+
+class ReadyTerminal(SubprocessTerminal):
+    """The SDK's PTY bash; ready when its prompt is up instead of after a fixed 1 s sleep.
+
+    ``initialize`` runs the SDK's own start-up (environment, PTY, bash, reader thread, set-up
+    command) and returns at once; a thread waits for the prompt that follows the set-up command,
+    clears the screen as the SDK does (which asks bash for a fresh prompt) and waits for that
+    prompt too. Reading or typing waits until then, so the first command never races the fresh
+    prompt (the SDK's terminal can: its first command, sent at once, may read an empty screen).
+    """
+
+    def __init__(self, work_dir: str) -> None:
+        super().__init__(work_dir)
+        self._ready = threading.Event()
+        self._setup_echo: str | None = None
+
+    def initialize(self) -> None:
+        if self._initialized:
+            return
+        try:
+            super().initialize()
+        except _SetupSent:
+            threading.Thread(target=self._await_prompt, name="terminal-ready", daemon=True).start()
+        else:  # an SDK that no longer writes that command: it did its own waiting
+            self._ready.set()
+
+    def _write_pty(self, data: bytes) -> None:
+        super()._write_pty(data)
+        if self._setup_echo is None and not self._ready.is_set():
+            # The SDK's first write is its set-up command (set +H; PROMPT_COMMAND=...; PS2=""); the
+            # shell echoes its last line, runs it and prints the prompt we wait for.
+            self._setup_echo = data.decode("utf-8", "replace").strip().rsplit("\n", 1)[-1]
+            raise _SetupSent
+
+    def _await_prompt(self) -> None:
+        marker = CMD_OUTPUT_PS1_END.rstrip()
+        deadline = time.monotonic() + _READY_TIMEOUT_S
+
+        def set_up(text: str) -> bool:  # the prompt after the set-up command's echo is up
+            _, echoed, after = text.rpartition(self._setup_echo or "")
+            return bool(echoed) and marker in after and text.rstrip().endswith(marker)
+
+        try:
+            if self._wait_for(set_up, deadline):
+                self.clear_screen()  # as the SDK does after its sleep: drop start-up output, ask for a prompt
+                # ... and that prompt is in before the first command reads the screen.
+                self._wait_for(lambda text: text.rstrip().endswith(marker), deadline)
+            else:
+                self.clear_screen()
+        finally:
+            self._ready.set()
+
+    def _wait_for(self, condition: Callable[[str], bool], deadline: float) -> bool:
+        while time.monotonic() < deadline and not self._closed:
+            with self.output_lock:
+                text = "".join(self.output_buffer).replace("\r", "")
+            if condition(text):
+                return True
+            time.sleep(0.005)
+        return False
+
+    def _wait_ready(self) -> None:
+        self._ready.wait(_READY_TIMEOUT_S + 5)
+
+    def send_keys(self, text: str, enter: bool = True) -> None:
+        self._wait_ready()
+        super().send_keys(text, enter)
+
+    def read_screen(self) -> str:
+        self._wait_ready()
+        return super().read_screen()
+
+
+class ReadyTerminalExecutor(TerminalExecutor):
+    """The SDK's single-session ``TerminalExecutor`` over a ``ReadyTerminal``.
+
+    ``TerminalExecutor.__init__`` always starts (and sleeps in) a terminal of its own, so the same
+    single-session state is set here instead.
+    """
+
+    def __init__(self, working_dir: str, full_output_save_dir: str | None = None) -> None:
+        self.shell_path = None
+        self._working_dir = working_dir
+        self._username = None
+        self._no_change_timeout_seconds = None
+        self._terminal_type = "subprocess"
+        self._env = None
+        self._max_panes = DEFAULT_MAX_PANES
+        self.full_output_save_dir = full_output_save_dir
+        self._pool = None
+        self._sessions = {}
+        self._sessions_lock = threading.Lock()
+        self._pool_recovery_lock = threading.Lock()
+        self._session = TerminalSession(ReadyTerminal(working_dir))
+        self._session.initialize()
+
+
+class _TerminalToolFactory(TerminalTool):
+    """Registry entry for ``terminal``: the SDK's TerminalTool, over a ReadyTerminalExecutor.
+
+    Never instantiated itself: ``create`` returns plain ``TerminalTool`` objects, so the tool's
+    schema, description and recorded kind are the SDK's own.
+    """
+
+    name = "terminal"
+
+    @classmethod
+    def create(  # type: ignore[override]
+        cls, conv_state: "ConversationState", terminal_type: str | None = None, **params: Any
+    ) -> Sequence[TerminalTool]:
+        if terminal_type != "subprocess" or params:  # other set-ups: the SDK's tool as it is
+            return TerminalTool.create(conv_state, terminal_type=terminal_type, **params)  # type: ignore[arg-type]
+        executor = ReadyTerminalExecutor(
+            conv_state.workspace.working_dir, full_output_save_dir=conv_state.env_observation_persistence_dir
+        )
+        return TerminalTool.create(conv_state, executor=executor)
+
+
+_registered = False
+_once = threading.Lock()
+
+
+def use_ready_terminal() -> None:
+    """Resolve the ``terminal`` tool spec to the ReadyTerminal version (idempotent, process-wide)."""
+    global _registered
+    with _once:
+        if not _registered:
+            import logging
+
+            registry_log = logging.getLogger("openhands.sdk.tool.registry")
+            level = registry_log.level
+            registry_log.setLevel(logging.ERROR)  # "Duplicate tool name registered" is the point here
+            try:
+                register_tool(TerminalTool.name, _TerminalToolFactory)
+            finally:
+                registry_log.setLevel(level)
+            _registered = True
+
+
+_frozen = False
+
+
+def freeze_imports() -> None:
+    """Once per process: collect, then exempt everything alive now (the SDK's imports) from GC scans."""
+    global _frozen
+    with _once:
+        if not _frozen:
+            import openhands.tools.file_editor  # noqa: F401  the rest of what an episode imports
+
+            gc.collect()
+            gc.freeze()
+            _frozen = True
+
+
+class EpisodeFileStore(LocalFileStore):
+    """``LocalFileStore`` without an fsync per write; ``sync()`` makes the written files durable.
+
+    Text files are still written atomically (temporary file, then rename), with the SDK's
+    owner-only permissions, so a killed process never leaves a torn event file.
+    """
+
+    def __init__(self, root: str, cache_limit_size: int = 500) -> None:
+        super().__init__(root, cache_limit_size=cache_limit_size)
+        self._written: set[str] = set()
+
+    def write(self, path: str, contents: str | bytes) -> None:
+        if not isinstance(contents, str):
+            super().write(path, contents)
+            return
+        full_path = self.get_full_path(path)
+        target = Path(full_path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        try:
+            os.fchmod(fd, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(contents)
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        self.cache[full_path] = contents
+        self._written.add(full_path)
+
+    def sync(self) -> None:
+        """fsync every file written that still exists, then the directories that hold them."""
+        dirs = {self.root}
+        for name in sorted(self._written):
+            try:
+                fd = os.open(name, os.O_RDONLY)
+            except FileNotFoundError:  # an event-count marker, deleted since
+                continue
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            dirs.add(os.path.dirname(name))
+        for d in sorted(dirs):
+            fd = os.open(d, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        self._written.clear()
