@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from harness._cli_options import add_model_flags, model_values
@@ -270,7 +271,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     out.print(t)
     out.print(f"{summary.new_episodes} new episodes; records in {summary.run_dir}/episodes.jsonl")
     for line in summary.headlines:
-        out.print(line)
+        out.print(escape(line))
     out.print(f"full report: harness report {summary.run_dir}")
     return 0
 
@@ -345,7 +346,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(c.model_dump_json(indent=2))
         return 0
     for n in c.notes:
-        out.print(f"[yellow]note:[/] {n}")
+        out.print(f"[yellow]note:[/] {escape(n)}")
     t = Table(title=f"A = {c.a}  vs  B = {c.b}  ({c.tasks} tasks; seeds {c.seeds_a} / {c.seeds_b})")
     for col in ("metric", "A", "B", "B - A"):
         t.add_column(col)
@@ -381,7 +382,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     for f in c.broken:
         flips.add_row(f.task_id, f"{f.a:.2f}", f"{f.b:.2f}", "[red]broken[/]")
     out.print(flips)
-    out.print(c.verdict())
+    out.print(escape(c.verdict()))
     return 0
 
 
@@ -391,9 +392,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     files = write_report(args.run, args.out)
     for w in files.warnings:
-        out.print(f"[yellow]partial:[/] {w}")
+        out.print(f"[yellow]partial:[/] {escape(w)}")
     for m in files.metrics:
-        out.print(headline(m))
+        out.print(escape(headline(m)))
     out.print(f"wrote {files.markdown}, {files.html}, {files.csv} and {len(files.plots)} plots")
     return 0
 
@@ -441,13 +442,13 @@ def cmd_loops(args: argparse.Namespace) -> int:
         t.add_column(col, overflow="fold")
     for r in report.rows:
         t.add_row(
-            r.episode,
+            escape(r.episode),
             str(r.turns),
             r.loop_kind or ("error" if r.error else "-"),
             *(str(v) if v is not None else "-" for v in (r.start_turn, r.period, r.repeats)),
             str(r.turns_after_onset) if r.loop_kind else "-",
             (str(r.tokens_after_onset) if r.tokens_after_onset is not None else "?") if r.loop_kind else "-",
-            (r.unit or "")[:80],
+            escape((r.unit or "")[:80]),
         )
     out.print(t)
     tot = report.totals

@@ -15,6 +15,7 @@ from PIL import Image
 
 from harness.replay import ScriptedResponse
 from tests.conftest import run_harness
+from tests.helpers.runs import record, write_run
 from tests.test_eval_replay import FINISH, SOLVE, call, evaluate
 
 pytestmark = pytest.mark.timeout(300)
@@ -187,3 +188,9 @@ def test_report_cli_on_bad_runs(tmp_path: Path) -> None:
     assert res.returncode == 2 and "no episode recorded yet" in res.stderr and "Traceback" not in res.stderr
     res = run_harness("compare", str(empty))
     assert res.returncode == 2 and "Traceback" not in res.stderr
+    # Notes in brackets reach the terminal (rich would read "[...]" as markup and drop it).
+    zero = write_run(tmp_path / "zero", [record(t, reward=0.0) for t in ("t1", "t2", "t3")])
+    res = run_harness("report", str(zero), env=WIDE)
+    assert res.returncode == 0 and "exact (Clopper-Pearson) interval over 3 tasks" in " ".join(
+        res.stdout.split()
+    )

@@ -7,6 +7,7 @@ shows them), with the repeated unit and every later turn of the loop marked.
 from pathlib import Path
 
 from rich.console import Console, Group, RenderableType
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -163,7 +164,7 @@ def show(
 ) -> None:
     run = load_run(path)
     for w in run.warnings:
-        console.print(f"[yellow]partial:[/] {w}")
+        console.print(f"[yellow]partial:[/] {escape(w)}")
     if episode is None:
         listed = list_episodes(run, status=status, loop=loop, task=task, model=model)
         console.print(episodes_table(run, listed))
