@@ -71,15 +71,15 @@ class EvalConfig(BaseModel):
 
 class ModelSummary(BaseModel):
     model: str
-    episodes: int
-    resolved: int
-    loops: dict[str, int]
-    format_errors: dict[str, int]
-    errors: int
-    turns: int
-    tokens: int
-    server_up_s: float
-    server_busy_s: float
+    episodes: int = 0
+    resolved: int = 0
+    loops: dict[str, int] = {}
+    format_errors: dict[str, int] = {}
+    errors: int = 0
+    turns: int = 0
+    tokens: int = 0
+    server_up_s: float = 0.0
+    server_busy_s: float = 0.0
 
 
 class EvalSummary(BaseModel):
@@ -192,24 +192,8 @@ def run_eval(config: EvalConfig) -> EvalSummary:
             server_stats["+".join(ep.name for ep in group)] = (server.up_seconds, server.busy_seconds)
     _append_server_stats(run_dir, server_stats)
     _verify(store, {t.id: t for t in tasks})
-    return EvalSummary(
-        run_dir=run_dir,
-        models=_summaries(store, [e.name for e in endpoints], run_dir),
-        new_episodes=new,
-        headlines=_headlines(run_dir),
-    )
-
-
-def _headlines(run_dir: Path) -> list[str]:
-    """The resolve rate with its error bar, per model, as the report would state it."""
-    from harness.results.metrics import headline, model_metrics
-    from harness.results.runs import load_run
-
-    try:
-        run = load_run(run_dir)
-    except HarnessError as exc:
-        return [f"no headline: {exc}"]
-    return [headline(m) for m in model_metrics(run)] + [f"partial: {w}" for w in run.warnings]
+    summaries, headlines = _summaries(run_dir, [e.name for e in endpoints])
+    return EvalSummary(run_dir=run_dir, models=summaries, new_episodes=new, headlines=headlines)
 
 
 def _share_servers(endpoints: list["_Endpoint"]) -> None:
@@ -359,38 +343,36 @@ def _append_server_stats(run_dir: Path, stats: dict[str, tuple[float, float]]) -
             fh.write(json.dumps({"model": model, "up_s": round(up, 1), "busy_s": round(busy, 1)}) + "\n")
 
 
-def _summaries(store: RunStore, models: list[str], run_dir: Path) -> list[ModelSummary]:
-    import json
+def _summaries(run_dir: Path, models: list[str]) -> tuple[list[ModelSummary], list[str]]:
+    """The summary table's rows and the headline per model, both from the run as stored."""
+    from harness.results.metrics import headline, model_metrics
+    from harness.results.runs import load_run
 
-    up: Counter[str] = Counter()
-    busy: Counter[str] = Counter()
-    stats = run_dir / "server_stats.jsonl"
-    if stats.exists():
-        for line in stats.read_text().splitlines():
-            if line.strip():
-                d = json.loads(line)
-                for name in d["model"].split("+"):  # a shared server counts for each of its models
-                    up[name] += d["up_s"]
-                    busy[name] += d["busy_s"]
-    records = list(store.records().values())
-    out = []
+    try:
+        run = load_run(run_dir)
+    except HarnessError as exc:
+        return [ModelSummary(model=m) for m in models], [f"no headline: {exc}"]
+    frame = run.episodes
+    rows = []
     for m in models:
-        rs = [r for r in records if r.model == m]
+        rs = frame[frame["model"] == m]
         fmt: Counter[str] = Counter()
-        for r in rs:
-            fmt.update(r.format_errors)
-        out.append(
+        for d in rs["format_errors"]:
+            fmt.update(d)
+        server = run.server[run.server["model"] == m]
+        rows.append(
             ModelSummary(
                 model=m,
                 episodes=len(rs),
-                resolved=sum(r.status == "resolved" for r in rs),
-                loops=dict(Counter(r.loop.kind.value for r in rs if r.loop)),
+                resolved=int((rs["status"] == "resolved").sum()),
+                loops=dict(Counter(rs["loop_kind"].dropna())),
                 format_errors=dict(fmt),
-                errors=sum(r.status == "error" for r in rs),
-                turns=sum(r.turns for r in rs),
-                tokens=sum(r.prompt_tokens + r.completion_tokens for r in rs),
-                server_up_s=up[m],
-                server_busy_s=busy[m],
+                errors=int((rs["status"] == "error").sum()),
+                turns=int(rs["turns"].sum()),
+                tokens=int(rs["tokens"].sum()),
+                server_up_s=float(server["up_s"].sum()),
+                server_busy_s=float(server["busy_s"].sum()),
             )
         )
-    return out
+    headlines = [headline(m) for m in model_metrics(run)] + [f"partial: {w}" for w in run.warnings]
+    return rows, headlines

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict
 
 from harness.errors import HarnessError
 from harness.results._gc import gc_paused
-from harness.results.metrics import FORMAT_CATEGORIES, scored
+from harness.results.metrics import FORMAT_CATEGORIES, expand_counts, scored
 from harness.results.runs import RunData
 from harness.results.stats import paired_difference
 
@@ -188,11 +188,8 @@ def _change(a: float, b: float) -> RateChange:
 def _format_changes(ea: pd.DataFrame, eb: pd.DataFrame) -> dict[str, RateChange]:
     def per_turn(frame: pd.DataFrame) -> dict[str, float]:
         turns = int(frame["turns"].sum())
-        totals: dict[str, int] = {}
-        for d in frame["format_errors"]:
-            for k, v in d.items():
-                totals[k] = totals.get(k, 0) + v
-        return {k: v / turns for k, v in totals.items()} if turns else {}
+        totals = expand_counts(frame, "format_errors").sum()
+        return {str(k): int(v) / turns for k, v in totals.items()} if turns else {}
 
     ra, rb = per_turn(ea), per_turn(eb)
     cats = [c for c in FORMAT_CATEGORIES if c in ra or c in rb]

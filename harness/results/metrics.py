@@ -20,21 +20,11 @@ LOOP_KINDS = [k.value for k in LoopKind]
 FORMAT_CATEGORIES = [c.value for c in FormatCategory]
 
 
-class Interval(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    mean: float
-    se: float
-    ci_low: float
-    ci_high: float
-    n: int
-    clusters: int
-
-    @classmethod
-    def of(cls, e: Estimate) -> "Interval":
-        """A rate's interval, clipped to [0, 1] (the t interval overshoots with few tasks)."""
-        low, high = (e.ci_low, e.ci_high) if math.isnan(e.se) else (max(0.0, e.ci_low), min(1.0, e.ci_high))
-        return cls(mean=e.mean, se=e.se, ci_low=low, ci_high=high, n=e.n, clusters=e.clusters)
+def _clipped(e: Estimate) -> Estimate:
+    """A rate's interval, clipped to [0, 1] (the t interval overshoots with few tasks)."""
+    if math.isnan(e.se):
+        return e
+    return e.model_copy(update={"ci_low": max(0.0, e.ci_low), "ci_high": min(1.0, e.ci_high)})
 
 
 class ModelMetrics(BaseModel):
@@ -47,7 +37,7 @@ class ModelMetrics(BaseModel):
     scored: int
     seeds: list[int]
     tasks: int
-    resolve: Interval | None  # None when nothing can be scored (say why in notes)
+    resolve: Estimate | None  # None when nothing can be scored (say why in notes)
     per_seed_resolve: dict[int, float]
     pass_at_k: dict[int, float]
     pass_hat_k: dict[int, float]
@@ -67,7 +57,7 @@ class ModelMetrics(BaseModel):
     notes: list[str]
 
 
-def _expand(frame: pd.DataFrame, column: str) -> pd.DataFrame:
+def expand_counts(frame: pd.DataFrame, column: str) -> pd.DataFrame:
     """A dict column ({category: count}) as one numeric column per key, 0 where absent."""
     expanded = pd.DataFrame.from_records(frame[column].tolist(), index=frame.index)
     return expanded.fillna(0).astype("int64")
@@ -84,7 +74,7 @@ def scored(frame: pd.DataFrame) -> pd.DataFrame:
 def per_seed(run: RunData) -> pd.DataFrame:
     """One row per (model, seed): the table behind metrics.csv and the per-seed plot."""
     frame = run.episodes
-    fmt = _expand(frame, "format_errors").reindex(columns=FORMAT_CATEGORIES, fill_value=0)
+    fmt = expand_counts(frame, "format_errors").reindex(columns=FORMAT_CATEGORIES, fill_value=0)
     loops = pd.get_dummies(frame["loop_kind"]).reindex(columns=LOOP_KINDS, fill_value=False)
     work = pd.concat(
         [
@@ -139,13 +129,13 @@ def _one_model(run: RunData, model: str, seeds: pd.DataFrame) -> ModelMetrics:
     notes: list[str] = []
     errors = int((frame["status"] == "error").sum())
     unverified = int((~frame["verified"]).sum())
-    resolve: Interval | None = None
+    resolve: Estimate | None = None
     if done.empty:
         notes.append("no verified episode: no resolve rate (run harness eval again to verify)")
     elif errors == len(done):
         notes.append(f"all {errors} episodes ended in error: no resolve rate (see the error column)")
     else:
-        resolve = Interval.of(clustered_mean(done["score"].tolist(), done["task_id"].tolist()))
+        resolve = _clipped(clustered_mean(done["score"].tolist(), done["task_id"].tolist()))
         if resolve.se == 0 and resolve.mean in (0.0, 1.0):
             resolve = _exact_interval(resolve)
             notes.append(
@@ -160,9 +150,9 @@ def _one_model(run: RunData, model: str, seeds: pd.DataFrame) -> ModelMetrics:
             notes.append("one task only: no standard error")
     n_seeds = sorted(int(s) for s in frame["seed"].unique())
     at_k, hat_k = _pass_k(done, len(n_seeds)) if resolve else ({}, {})
-    fmt = _expand(frame, "format_errors")
+    fmt = expand_counts(frame, "format_errors")
     turns = int(frame["turns"].sum())
-    repairs = _expand(frame, "repairs").sum()
+    repairs = expand_counts(frame, "repairs").sum()
     up = run.server[run.server["model"] == model]
     return ModelMetrics(
         model=model,
@@ -197,7 +187,7 @@ def _one_model(run: RunData, model: str, seeds: pd.DataFrame) -> ModelMetrics:
     )
 
 
-def _exact_interval(r: Interval) -> Interval:
+def _exact_interval(r: Estimate) -> Estimate:
     """All tasks solved or none: the CLT interval collapses to a point, which would claim certainty.
 
     Treat the tasks as Bernoulli trials (each all-or-nothing here) and give the exact binomial CI.

@@ -104,8 +104,7 @@ def _manifest(root: Path) -> dict[str, Any]:
 
 def _read_records(path: Path, warnings: list[str]) -> list[EpisodeRecord]:
     """All valid records in file order. Fast path: validate the whole file as one JSON array."""
-    lines = [ln for ln in path.read_bytes().splitlines()]
-    numbered = [(i + 1, ln) for i, ln in enumerate(lines) if ln.strip()]
+    numbered = [(i, ln) for i, ln in enumerate(path.read_bytes().splitlines(), 1) if ln.strip()]
     try:
         return _RECORDS.validate_json(b"[" + b",".join(ln for _, ln in numbered) + b"]")
     except ValidationError:

@@ -33,22 +33,22 @@ def list_episodes(
     kinds = {r.loop.kind.value for r in records if r.loop} | {"any", "none"}
     if loop is not None and loop not in kinds:
         raise HarnessError(f"--loop {loop}: no episode has this loop kind (here: {', '.join(sorted(kinds))})")
-    out = []
-    for r in records:
-        if status and r.status != status:
-            continue
-        if task and r.task_id != task:
-            continue
-        if model and r.model != model:
-            continue
-        if loop == "none" and r.loop is not None:
-            continue
-        if loop not in (None, "any", "none") and (r.loop is None or r.loop.kind.value != loop):
-            continue
-        if loop == "any" and r.loop is None:
-            continue
-        out.append(r)
-    return out
+
+    def loop_matches(r: EpisodeRecord) -> bool:
+        if loop is None:
+            return True
+        if loop in ("any", "none"):
+            return (r.loop is not None) == (loop == "any")
+        return r.loop is not None and r.loop.kind.value == loop
+
+    return [
+        r
+        for r in records
+        if (not status or r.status == status)
+        and (not task or r.task_id == task)
+        and (not model or r.model == model)
+        and loop_matches(r)
+    ]
 
 
 def episodes_table(run: RunData, records: list[EpisodeRecord]) -> Table:

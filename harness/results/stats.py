@@ -14,6 +14,7 @@ from typing import Final
 
 import numpy as np
 import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict
 from scipy import stats
 
 __all__ = [
@@ -38,9 +39,10 @@ _TIE: Final = 1e-9
 _ZERO: Final = 1e-12
 
 
-@dataclass(frozen=True)
-class Estimate:
-    """A mean with its clustered standard error and t confidence interval."""
+class Estimate(BaseModel):
+    """A mean with its clustered standard error and t confidence interval (a record: reports embed it)."""
+
+    model_config = ConfigDict(frozen=True)
 
     mean: float
     se: float
