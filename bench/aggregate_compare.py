@@ -102,7 +102,9 @@ def main() -> None:
             c = compare(run, run, "base", "ft")
             t3 = time.perf_counter()
             times.append((t3 - t0, t1 - t0, t2 - t1, t3 - t2))
-            print(f"  run: {t3 - t0:.2f} s (load {t1 - t0:.2f}, metrics {t2 - t1:.2f}, compare {t3 - t2:.2f})")
+            print(
+                f"  run: {t3 - t0:.2f} s (load {t1 - t0:.2f}, metrics {t2 - t1:.2f}, compare {t3 - t2:.2f})"
+            )
             records = len(run.episodes)
             del run
         best = min(times)

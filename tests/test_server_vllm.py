@@ -189,6 +189,7 @@ def test_serve_probe_then_idle_exit_and_sigint_leaves_nothing(
         text=True,
         cwd=REPO,
         env={**os.environ, "COLUMNS": "200"},
+        preexec_fn=_default_sigint,
     )
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -197,4 +198,38 @@ def test_serve_probe_then_idle_exit_and_sigint_leaves_nothing(
     assert vllm_processes()
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=60) == 130
+    assert not vllm_processes()
+
+
+def _default_sigint() -> None:
+    # A job started in the background of a shell inherits SIGINT ignored; Python then never
+    # raises KeyboardInterrupt, and these tests would not test Ctrl-C.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def test_sigint_while_the_server_process_is_forked_is_not_lost(
+    bundled_model: Path, tmp_path: Path, no_vllm_left: None
+) -> None:
+    # Ctrl-C landing during the fork used to be swallowed by an at-fork callback: `harness
+    # serve` went on to serve. Sent the moment the launch line is in the log, it must stop it.
+    log = tmp_path / "server.log"
+    proc = subprocess.Popen(
+        [*HARNESS, "serve", "--model", "smollm2-135m", "--max-model-len", "4096", "--run-dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        preexec_fn=_default_sigint,
+    )
+    deadline = time.monotonic() + 60
+    while not (log.is_file() and "# harness: " in log.read_text()):
+        assert time.monotonic() < deadline and proc.poll() is None, "no launch line in server.log"
+        time.sleep(0.002)
+    proc.send_signal(signal.SIGINT)
+    try:
+        code = proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError("harness serve ignored a Ctrl-C sent while vLLM was being started") from None
+    assert code == 130, proc.stderr.read() if proc.stderr else ""
     assert not vllm_processes()

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -37,8 +38,32 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _die_with_parent() -> None:
-    """Child-side: SIGTERM when the harness dies, even by SIGKILL (Linux PR_SET_PDEATHSIG)."""
+_HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
+@contextlib.contextmanager
+def _stop_signals_held() -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM while the server process is forked, deliver them right after.
+
+    A signal that lands during the fork runs its Python handler inside an at-fork callback
+    (logging's lock release), where CPython prints the KeyboardInterrupt and drops it: the
+    harness went on serving and the first Ctrl-C was lost. Held, it arrives once ``Popen`` has
+    returned, when the new process is known and can be stopped.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield  # handlers run in the main thread only; a fork elsewhere cannot swallow them
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _child_setup() -> None:
+    """Child-side: take the stop signals again (the mask is inherited), and SIGTERM when the
+    harness dies, even by SIGKILL (Linux PR_SET_PDEATHSIG)."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD_SIGNALS)
     with contextlib.suppress(Exception):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
 
@@ -148,15 +173,16 @@ class VLLMServer:
                 log.write(f"\n# harness: {self.launch.shell_line()}\n".encode())
                 log.flush()
                 in_main = threading.current_thread() is threading.main_thread()
-                self._proc = subprocess.Popen(
-                    self.launch.argv,
-                    env=self.launch.environment(self.api_key),
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    start_new_session=True,
-                    preexec_fn=_die_with_parent if in_main else None,
-                )
+                with _stop_signals_held():
+                    self._proc = subprocess.Popen(
+                        self.launch.argv,
+                        env=self.launch.environment(self.api_key),
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        stdin=subprocess.DEVNULL,
+                        start_new_session=True,
+                        preexec_fn=_child_setup if in_main else None,
+                    )
             self._started_at = time.monotonic()
             self._lock.record(
                 server_pid=self._proc.pid,
