@@ -223,6 +223,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             models=tuple(args.model or ()),
             seeds=args.seeds,
             tasks=args.tasks,
+            skip_unsupported=args.skip_unsupported,
             concurrency=args.concurrency,
             max_iterations=args.max_iterations,
             temperature=args.temperature,
@@ -281,7 +282,7 @@ def cmd_tasks_verify(args: argparse.Namespace) -> int:
 
     from harness.tasks import load_tasks, prepare_workspace, run_solution, run_tests
 
-    tasks = load_tasks(args.suite)
+    tasks = load_tasks(args.suite, skip_unsupported=args.skip_unsupported)
     t = Table(title=f"tasks verify {args.suite}")
     for col in ("task", "reference solution", "untouched workspace", "detail"):
         t.add_column(col, overflow="fold")
@@ -533,6 +534,11 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument(
         "--tasks", default="smoke", help="built-in suite or a directory of tasks [default: smoke]"
     )
+    ev.add_argument(
+        "--skip-unsupported",
+        action="store_true",
+        help="skip Harbor tasks that need a Docker image (RUN lines ...) instead of stopping",
+    )
     ev.add_argument("--concurrency", type=int, default=1, help="episodes in flight [default: 1]")
     ev.add_argument(
         "--max-iterations", type=int, help="model turns per episode [default: task, then scaffold]"
@@ -603,6 +609,9 @@ def build_parser() -> argparse.ArgumentParser:
         "verify", help="reference solution passes and untouched workspace fails, for every task"
     )
     tv.add_argument("suite", help="built-in suite name or a directory of tasks")
+    tv.add_argument(
+        "--skip-unsupported", action="store_true", help="skip Harbor tasks that need a Docker image"
+    )
     tv.set_defaults(func=cmd_tasks_verify)
 
     check = sub.add_parser(

@@ -50,6 +50,9 @@ class EvalConfig(BaseModel):
     )
     seeds: int = Field(1, ge=1, le=100, description="Seeds per task (1..N).")
     tasks: str = Field("smoke", description="Built-in suite name or a directory of tasks.")
+    skip_unsupported: bool = Field(
+        False, description="Skip Harbor tasks that need a Docker image instead of stopping."
+    )
     concurrency: int = Field(1, ge=1, le=64, description="Episodes in flight at once.")
     max_iterations: int | None = Field(
         None, ge=1, description="Model turns per episode (default: task, then scaffold)."
@@ -143,7 +146,7 @@ class _Endpoint:
 
 
 def run_eval(config: EvalConfig) -> EvalSummary:
-    tasks = load_tasks(config.tasks)
+    tasks = load_tasks(config.tasks, skip_unsupported=config.skip_unsupported)
     scaffold = load_scaffold(config.scaffold)
     schemas = scaffold.tool_schemas()
     suite = tasks[0].suite
@@ -269,7 +272,7 @@ def _one_episode(
             shutil.rmtree(edir)  # an interrupted attempt: start from a fresh workspace
         workspace = prepare_workspace(task, edir / "workspace")
         outcome = run_sdk_episode(
-            instruction=task.instruction,
+            instruction=task.instruction_for(workspace),
             workspace=workspace,
             base_url=ep.base_url,
             model=ep.name,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.results.store import RunStore
-from harness.tasks import load_tasks
+from harness.tasks import Task, load_tasks, prepare_workspace
 
 _JUNK = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".git", ".mypy_cache")
 
@@ -50,12 +50,20 @@ def workspace_patch(original: Path, final: Path) -> str:
         )
 
 
+def _patch_from_start(task: Task, final: Path) -> str:
+    if task.container is None:
+        return workspace_patch(task.workspace_dir, final)
+    with tempfile.TemporaryDirectory(prefix="harness-start-") as tmp:  # a Harbor task's start is built
+        return workspace_patch(prepare_workspace(task, Path(tmp) / "start"), final)
+
+
 def export_preds(run_dir: Path, out: Path, model: str | None = None) -> int:
     manifest_path = run_dir / "run.json"
     if not manifest_path.is_file():
         raise HarnessError(f"{run_dir}: no run.json; give a harness eval run directory")
     manifest = json.loads(manifest_path.read_text())
-    tasks = {t.id: t for t in load_tasks(manifest.get("tasks_source") or manifest.get("suite", ""))}
+    source = manifest.get("tasks_source") or manifest.get("suite", "")
+    tasks = {t.id: t for t in load_tasks(source, skip_unsupported=True)}
     store = RunStore(run_dir)
     records = [r for r in store.records().values() if model is None or r.model == model]
     if not records:
@@ -71,7 +79,7 @@ def export_preds(run_dir: Path, out: Path, model: str | None = None) -> int:
                 {
                     "instance_id": rec.task_id,
                     "model_name_or_path": rec.model,
-                    "model_patch": workspace_patch(task.workspace_dir, final),
+                    "model_patch": _patch_from_start(task, final),
                     "seed": rec.seed,
                 }
             )

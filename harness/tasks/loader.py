@@ -1,8 +1,8 @@
 """Tasks as directories (instruction.md, task.toml, environment/workspace/, tests/test.sh, solution/solve.sh).
 
 ``load_tasks`` takes a built-in suite name (tasks/<suite>/), a directory of task directories, or
-one task directory. Harbor / Terminal-Bench directories use the same layout and load the same way
-when they need no Docker image.
+one task directory. Harbor / Terminal-Bench 2 directories (environment/Dockerfile instead of
+environment/workspace/) load too when their Dockerfile needs no image of its own (harbor.py).
 """
 
 import tomllib
@@ -10,9 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from rich.markup import escape
 
 from harness.errors import HarnessError
 from harness.paths import repo_root
+from harness.progress import console
+from harness.tasks.harbor import ContainerLayout, UnsupportedTask, localize, parse_dockerfile
 
 
 class TaskLimits(BaseModel):
@@ -32,10 +35,19 @@ class Task(BaseModel):
     instruction: str
     limits: TaskLimits = TaskLimits()
     metadata: dict[str, Any] = {}
+    container: ContainerLayout | None = None  # a Harbor task: its Dockerfile, replayed locally
+    verifier_env: dict[str, str] = {}
 
     @property
     def workspace_dir(self) -> Path:
-        return self.path / "environment" / "workspace"
+        """The starting files (a Harbor task's build context: use prepare_workspace)."""
+        return self.path / "environment" / ("" if self.container else "workspace")
+
+    def instruction_for(self, workspace: Path) -> str:
+        """The instruction as the agent reads it: a Harbor task's working directory is ``workspace``."""
+        if self.container is None:
+            return self.instruction
+        return localize(self.instruction, {self.container.workdir: workspace.resolve()})
 
     @property
     def tests_dir(self) -> Path:
@@ -74,6 +86,7 @@ def load_task(path: Path, suite: str) -> Task:
     except ValidationError as exc:
         err = exc.errors()[0]
         raise HarnessError(f"{toml}: limits.{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+    verifier: dict[str, Any] = meta["verifier"] if isinstance(meta.get("verifier"), dict) else {}
     return Task(
         id=path.name,
         suite=suite,
@@ -81,11 +94,40 @@ def load_task(path: Path, suite: str) -> Task:
         instruction=(path / "instruction.md").read_text(),
         limits=parsed_limits,
         metadata=meta.get("task") or meta.get("metadata") or {},
+        container=_harbor_layout(path, meta),
+        verifier_env={str(k): str(v) for k, v in (verifier.get("env") or {}).items()},
     )
 
 
-def load_tasks(suite_or_path: str) -> list[Task]:
-    """All tasks of a built-in suite, a directory of tasks, or a single task directory."""
+def _harbor_layout(path: Path, meta: dict[str, Any]) -> ContainerLayout | None:
+    """A Harbor task's Dockerfile layout; None for a task with environment/workspace/."""
+    env = path / "environment"
+    if (env / "workspace").is_dir():
+        return None
+    image = (
+        (meta.get("environment") or {}).get("docker_image")
+        if isinstance(meta.get("environment"), dict)
+        else None
+    )
+    if image:
+        raise UnsupportedTask(
+            f"{path / 'task.toml'}: [environment] docker_image = {image!r}: the task runs in that "
+            "prebuilt image; the harness runs tasks on this machine without Docker"
+        )
+    for compose in ("docker-compose.yaml", "docker-compose.yml"):
+        if (env / compose).is_file():
+            raise UnsupportedTask(f"{env / compose}: a docker-compose environment needs Docker")
+    if (env / "Dockerfile").is_file():
+        return parse_dockerfile(env / "Dockerfile")
+    return None  # no starting files: an empty workspace
+
+
+def load_tasks(suite_or_path: str, *, skip_unsupported: bool = False) -> list[Task]:
+    """All tasks of a built-in suite, a directory of tasks, or a single task directory.
+
+    A Harbor task that needs its Docker image stops the load with what needs it and how many
+    tasks are affected; with ``skip_unsupported`` the others load and the skipped ones are listed.
+    """
     path = Path(suite_or_path).expanduser()
     if path.is_file() and path.suffix == ".jsonl":
         from harness.tasks.swebench import load_swebench
@@ -109,4 +151,25 @@ def load_tasks(suite_or_path: str) -> list[Task]:
     dirs = sorted(p for p in path.iterdir() if p.is_dir() and (p / "instruction.md").is_file())
     if not dirs:
         raise HarnessError(f"--tasks {suite_or_path}: no task directories (with instruction.md) in {path}")
-    return [load_task(d, suite=path.name) for d in dirs]
+    tasks: list[Task] = []
+    unsupported: list[tuple[str, str]] = []
+    for d in dirs:
+        try:
+            tasks.append(load_task(d, suite=path.name))
+        except UnsupportedTask as exc:
+            unsupported.append((d.name, str(exc)))
+    if unsupported:
+        first = unsupported[0][1]
+        if not skip_unsupported or not tasks:
+            hint = f"; pass --skip-unsupported to run the other {len(tasks)}" if tasks else ""
+            raise HarnessError(
+                f"--tasks {suite_or_path}: {len(unsupported)} of {len(dirs)} tasks need a Docker "
+                f"image, e.g. {first}{hint}"
+            )
+        names = ", ".join(name for name, _ in unsupported[:8]) + (" ..." if len(unsupported) > 8 else "")
+        console.print(
+            f"[yellow]skipped {len(unsupported)} of {len(dirs)} tasks that need a Docker image[/] "
+            f"({escape(names)}); e.g. {escape(first)}",
+            highlight=False,
+        )
+    return tasks

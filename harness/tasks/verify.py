@@ -1,5 +1,6 @@
 """Run a task's tests (and its reference solution) against a workspace, with a time limit."""
 
+import json
 import os
 import shutil
 import signal
@@ -11,6 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from harness.tasks.harbor import build_workspace, copy_localized, read_reward
 from harness.tasks.loader import Task
 
 
@@ -27,6 +29,8 @@ class VerifyResult(BaseModel):
 
 def prepare_workspace(task: Task, dest: Path) -> Path:
     """A fresh copy of the task's starting files at ``dest`` (created; must not exist)."""
+    if task.container is not None:
+        return build_workspace(task.container, task.workspace_dir, dest)
     if task.workspace_dir.is_dir():
         shutil.copytree(task.workspace_dir, dest, symlinks=True)
     else:
@@ -60,25 +64,53 @@ def _run(
             return None, True, out.decode(errors="replace")[-2000:]
 
 
+def _scratch(task: Task, tmp: Path, workspace: Path) -> dict[str, Path]:
+    """Local stand-ins for a Harbor task's container paths (none for a native task)."""
+    if task.container is None:
+        return {}
+    paths = task.container.container_paths(
+        workspace=workspace.resolve(), tests=tmp / "tests", logs=tmp / "logs", solution=tmp / "solution"
+    )
+    for sub in ("verifier", "agent"):
+        (tmp / "logs" / sub).mkdir(parents=True, exist_ok=True)
+    return paths
+
+
 def run_tests(task: Task, workspace: Path, timeout: float | None = None) -> VerifyResult:
     """Run tests/test.sh on ``workspace``; hidden tests are copied to a private directory first."""
     start = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix=f"verify-{task.id}-") as tmp:
-        tests = Path(tmp) / "tests"
-        shutil.copytree(task.tests_dir, tests)
-        reward_file = Path(tmp) / "reward.txt"
+    with tempfile.TemporaryDirectory(prefix=f"verify-{task.id}-") as tmp_name:
+        tmp = Path(tmp_name)
+        tests = tmp / "tests"
+        paths = _scratch(task, tmp, workspace)
+        if paths:
+            copy_localized(task.tests_dir, tests, paths)
+        else:
+            shutil.copytree(task.tests_dir, tests)
+        verifier_logs = tmp / "logs" / "verifier"
+        reward_file = verifier_logs / "reward.txt"
+        verifier_logs.mkdir(parents=True, exist_ok=True)
         code, timed_out, tail = _run(
             tests / "test.sh",
             workspace,
             timeout or task.limits.verify_timeout_s,
-            {"TESTS_DIR": str(tests), "REWARD_FILE": str(reward_file)},
+            {
+                **(task.container.env if task.container else {}),
+                **task.verifier_env,
+                "TESTS_DIR": str(tests),
+                "REWARD_FILE": str(reward_file),
+            },
         )
         reward = 1.0 if code == 0 else 0.0
-        if reward_file.is_file():
-            try:
-                reward = min(1.0, max(0.0, float(reward_file.read_text().strip())))
-            except ValueError:
-                tail += f"\n[harness] reward file is not a number: {reward_file.read_text()[:80]!r}"
+        try:
+            written = read_reward(verifier_logs)
+        except (ValueError, json.JSONDecodeError) as exc:
+            tail += f"\n[harness] the reward test.sh wrote is not a number: {exc}"
+        else:
+            if written is not None:
+                reward = min(1.0, max(0.0, written[0]))
+                if written[1]:
+                    tail += f"\n[harness] {written[1]}"
     if timed_out:
         tail += f"\n[harness] tests timed out after {timeout or task.limits.verify_timeout_s:g} s"
         reward = 0.0
@@ -96,5 +128,13 @@ def run_solution(task: Task, workspace: Path, timeout: float = 300) -> tuple[boo
     """Apply the reference solution in ``workspace``; (ok, output tail)."""
     if not task.solution.is_file():
         return False, f"{task.solution} is missing"
-    code, timed_out, tail = _run(task.solution, workspace, timeout, {})
+    if task.container is None:
+        code, timed_out, tail = _run(task.solution, workspace, timeout, {})
+        return code == 0 and not timed_out, tail
+    with tempfile.TemporaryDirectory(prefix=f"solve-{task.id}-") as tmp_name:
+        tmp = Path(tmp_name)
+        copy_localized(task.solution.parent, tmp / "solution", _scratch(task, tmp, workspace))
+        code, timed_out, tail = _run(
+            tmp / "solution" / task.solution.name, workspace, timeout, task.container.env
+        )
     return code == 0 and not timed_out, tail

@@ -1,0 +1,280 @@
+"""Harbor / Terminal-Bench 2 task directories, run on this machine without Docker.
+
+A Harbor task builds its container from ``environment/Dockerfile``: the agent works in the
+image's WORKDIR (``/app`` by convention), the verifier uploads ``tests/`` to ``/tests`` and its
+``test.sh`` writes the reward to ``/logs/verifier/reward.txt`` (or ``reward.json``), and the
+oracle runs ``/solution/solve.sh``. A task whose Dockerfile only names a base image, sets WORKDIR
+and ENV, and copies files of ``environment/`` into the working directory needs nothing of that
+image beyond a shell and the tools of this machine. Such a task runs here: its workspace is built
+from the COPY lines, and the container paths are rewritten to local ones in the instruction, the
+tests and the solution. A task that needs the image (RUN lines, files copied elsewhere, several
+stages, a prebuilt ``docker_image``, docker-compose) is refused with the line that needs it.
+"""
+
+import json
+import posixpath
+import re
+import shlex
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from harness.errors import HarnessError
+
+# Instructions that change nothing the agent or the tests can see outside a container.
+_NO_EFFECT = {
+    "LABEL",
+    "MAINTAINER",
+    "EXPOSE",
+    "CMD",
+    "ENTRYPOINT",
+    "USER",
+    "VOLUME",
+    "STOPSIGNAL",
+    "HEALTHCHECK",
+    "SHELL",
+    "ONBUILD",
+}
+_ARCHIVE = re.compile(r"\.(tar|tgz|tbz2?|txz)(\.(gz|bz2|xz|zst))?$")
+_VARIABLE = re.compile(r"\$(\w+)|\$\{(\w+)\}")
+
+# Where Harbor puts things in the container, besides the working directory.
+TESTS_DIR = "/tests"
+LOGS_DIR = "/logs"
+SOLUTION_DIR = "/solution"
+
+
+class UnsupportedTask(HarnessError):
+    """The task needs its container image; the harness runs tasks on this machine."""
+
+
+class Copy(BaseModel):
+    """One COPY/ADD source (a glob under environment/) and where it lands, relative to WORKDIR."""
+
+    model_config = ConfigDict(frozen=True)
+
+    source: str
+    target: str  # "" is the working directory itself
+    into_directory: bool  # the target is a directory the sources go into
+
+
+class ContainerLayout(BaseModel):
+    """What a no-image Harbor task's Dockerfile sets up, in terms this machine can reproduce."""
+
+    model_config = ConfigDict(frozen=True)
+
+    base_image: str
+    workdir: str
+    copies: tuple[Copy, ...] = ()
+    env: dict[str, str] = {}
+
+    def container_paths(self, workspace: Path, tests: Path, logs: Path, solution: Path) -> dict[str, Path]:
+        return {self.workdir: workspace, TESTS_DIR: tests, LOGS_DIR: logs, SOLUTION_DIR: solution}
+
+
+def _logical_lines(text: str) -> list[tuple[int, str]]:
+    """(first line number, instruction) with continuations joined and comments dropped."""
+    out: list[tuple[int, str]] = []
+    buf: list[str] = []
+    start = 0
+    for number, raw in enumerate(text.splitlines(), 1):
+        stripped = raw.strip()
+        if not buf and (not stripped or stripped.startswith("#")):
+            continue
+        if buf and stripped.startswith("#"):
+            continue  # comment lines inside a continued instruction are dropped by Docker too
+        if not buf:
+            start = number
+        if stripped.endswith("\\"):
+            buf.append(stripped[:-1])
+            continue
+        buf.append(stripped)
+        out.append((start, " ".join(part.strip() for part in buf if part.strip())))
+        buf = []
+    if buf:
+        out.append((start, " ".join(buf)))
+    return out
+
+
+def _substitute(value: str, variables: Mapping[str, str], where: str) -> str:
+    def repl(m: re.Match[str]) -> str:
+        name = m.group(1) or m.group(2)
+        if name not in variables:
+            raise UnsupportedTask(f"{where}: ${name} is set nowhere in the Dockerfile")
+        return variables[name]
+
+    return _VARIABLE.sub(repl, value)
+
+
+def _env_pairs(rest: str) -> list[tuple[str, str]]:
+    words = shlex.split(rest)
+    if words and "=" not in words[0]:  # legacy form: ENV KEY value with spaces
+        return [(words[0], rest.split(None, 1)[1].strip() if len(words) > 1 else "")]
+    return [tuple(w.split("=", 1)) for w in words if "=" in w]  # type: ignore[misc]
+
+
+def _copy_args(rest: str, where: str) -> tuple[list[str], list[str]]:
+    """(flags, paths) of a COPY/ADD line, JSON or whitespace form."""
+    words = rest.split()
+    flags = [w for w in words if w.startswith("--")]
+    body = " ".join(w for w in words if not w.startswith("--"))
+    if body.startswith("["):
+        try:
+            paths = json.loads(body)
+        except json.JSONDecodeError:
+            raise UnsupportedTask(f"{where}: cannot read the JSON form {body!r}") from None
+    else:
+        paths = body.split()
+    if len(paths) < 2:
+        raise UnsupportedTask(f"{where}: needs a source and a destination")
+    return flags, [str(p) for p in paths]
+
+
+def parse_dockerfile(dockerfile: Path) -> ContainerLayout:
+    """The layout of a Dockerfile that needs no image of its own; UnsupportedTask otherwise."""
+    env_dir = dockerfile.parent.resolve()
+    variables: dict[str, str] = {}
+    env: dict[str, str] = {}
+    base_image = ""
+    workdir = "/"
+    pending: list[tuple[str, str, bool, str]] = []  # (source, absolute destination, into dir, where)
+    for number, line in _logical_lines(dockerfile.read_text(errors="replace")):
+        where = f"{dockerfile}:{number}"
+        word, _, rest = line.partition(" ")
+        op, rest = word.upper(), rest.strip()
+        if op == "FROM":
+            if base_image:
+                raise UnsupportedTask(f"{where}: a second FROM (multi-stage build) needs Docker")
+            base_image = rest.split()[0] if rest else ""
+        elif op == "WORKDIR":
+            workdir = posixpath.normpath(posixpath.join(workdir, _substitute(rest, variables, where)))
+        elif op in ("ENV", "ARG"):
+            for key, value in _env_pairs(rest) if "=" in rest or op == "ENV" else [(rest, "")]:
+                value = _substitute(value.strip("\"'"), variables, where)
+                if op == "ARG" and key in variables:
+                    continue  # an ARG does not override an ENV or an earlier ARG
+                variables[key] = value
+                if op == "ENV":
+                    env[key] = value
+        elif op in ("COPY", "ADD"):
+            flags, paths = _copy_args(rest, where)
+            if any(f.startswith("--from") for f in flags):
+                raise UnsupportedTask(f"{where}: COPY --from another stage or image needs Docker")
+            *sources, dest = (_substitute(p, variables, where) for p in paths)
+            for src in sources:
+                if op == "ADD" and ("://" in src or src.startswith("git@") or _ARCHIVE.search(src)):
+                    raise UnsupportedTask(f"{where}: ADD {src} (a download or an archive) needs Docker")
+                if not (env_dir / src).resolve().is_relative_to(env_dir):
+                    raise UnsupportedTask(f"{where}: {src} is outside environment/")
+                if not _matches(env_dir, src):
+                    raise UnsupportedTask(f"{where}: {src} is not in environment/")
+            into = dest.endswith("/") or len(sources) > 1 or dest in (".", "./")
+            target = posixpath.normpath(posixpath.join(workdir, dest))
+            pending.extend((src, target, into, where) for src in sources)
+        elif op == "RUN":
+            raise UnsupportedTask(
+                f"{where}: RUN {rest[:60]}{'...' if len(rest) > 60 else ''} builds the image; "
+                "the harness runs tasks on this machine without Docker"
+            )
+        elif op not in _NO_EFFECT:
+            raise UnsupportedTask(f"{where}: {op} is not a Dockerfile instruction the harness knows")
+    if not base_image:
+        raise UnsupportedTask(f"{dockerfile}: no FROM line")
+    if workdir == "/":
+        raise UnsupportedTask(
+            f"{dockerfile}: no WORKDIR, so no directory the agent works in (Harbor tasks use WORKDIR /app)"
+        )
+    copies = []
+    for src, target, into, where in pending:
+        if target != workdir and not target.startswith(workdir + "/"):
+            raise UnsupportedTask(
+                f"{where}: copies {src} to {target}, outside the working directory {workdir}"
+            )
+        copies.append(
+            Copy(source=src, target=posixpath.relpath(target, workdir).removeprefix("."), into_directory=into)
+        )
+    return ContainerLayout(base_image=base_image, workdir=workdir, copies=tuple(copies), env=env)
+
+
+def _matches(env_dir: Path, source: str) -> list[Path]:
+    """What a COPY source names in the build context (environment/): a path or a glob."""
+    rel = source.strip("/") or "."
+    if any(c in rel for c in "*?["):
+        return sorted(env_dir.glob(rel))
+    path = env_dir / rel
+    return [path] if path.exists() else []
+
+
+def build_workspace(layout: ContainerLayout, env_dir: Path, dest: Path) -> Path:
+    """The working directory as the image would hold it: the COPY lines replayed into ``dest``."""
+    dest.mkdir(parents=True)
+    for copy in layout.copies:
+        sources = _matches(env_dir, copy.source)
+        target = dest / copy.target if copy.target else dest
+        for src in sources:
+            if src.is_dir():  # Docker copies a directory's contents, not the directory
+                shutil.copytree(src, target, symlinks=True, dirs_exist_ok=True)
+            elif copy.into_directory or not copy.target or target.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, target / src.name)
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, target)
+    return dest
+
+
+def _path_pattern(paths: Mapping[str, Path]) -> re.Pattern[str]:
+    # Whole path components only: /app, /app/x, "/app." at a sentence end; never /application,
+    # /app.py, $HOME/app or https://host/app.
+    names = sorted(paths, key=len, reverse=True)
+    return re.compile(r"(?<![\w.~/-])(" + "|".join(map(re.escape, names)) + r")(?![\w-]|\.\w)")
+
+
+def localize(text: str, paths: Mapping[str, Path]) -> str:
+    """``text`` with each container path in ``paths`` replaced by its local directory."""
+    if not paths:
+        return text
+    return _path_pattern(paths).sub(lambda m: str(paths[m.group(1)]), text)
+
+
+def copy_localized(src: Path, dest: Path, paths: Mapping[str, Path]) -> None:
+    """Copy a directory, rewriting container paths in its text files (binary files as they are)."""
+    pattern = _path_pattern(paths)
+    for item in sorted(src.rglob("*")):
+        out = dest / item.relative_to(src)
+        if item.is_dir():
+            out.mkdir(parents=True, exist_ok=True)
+            continue
+        out.parent.mkdir(parents=True, exist_ok=True)
+        data = item.read_bytes()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        if text is None or "\0" in text:
+            shutil.copy2(item, out)
+        else:
+            out.write_text(pattern.sub(lambda m: str(paths[m.group(1)]), text), encoding="utf-8")
+            shutil.copymode(item, out)
+
+
+def read_reward(verifier_logs: Path) -> tuple[float, str] | None:
+    """The reward test.sh wrote (reward.txt, else reward.json) and a note when it had to choose."""
+    txt, js = verifier_logs / "reward.txt", verifier_logs / "reward.json"
+    if txt.is_file():
+        return float(txt.read_text().strip()), ""
+    if js.is_file():
+        data = json.loads(js.read_text())
+        if isinstance(data, int | float):
+            return float(data), ""
+        if isinstance(data, dict):
+            if isinstance(data.get("reward"), int | float):
+                return float(data["reward"]), ""
+            numbers = {k: float(v) for k, v in data.items() if isinstance(v, int | float)}
+            if numbers:
+                mean = sum(numbers.values()) / len(numbers)
+                return mean, f"reward.json has no 'reward': mean of {', '.join(numbers)} = {mean:g}"
+        raise ValueError(f"reward.json holds no number: {js.read_text()[:80]!r}")
+    return None

@@ -1,0 +1,2 @@
+#!/bin/bash
+jq length /app/items.json > /app/count.txt
