@@ -110,3 +110,90 @@ def test_episode_file_store_writes_atomically_and_syncs_what_is_left(tmp_path: P
     assert sorted(p.name for p in root.rglob("*")) == ["base_state.json", "event-00000-x.json", "events"]
     store.sync()  # a deleted file is skipped, not an error
     store.sync()
+
+
+def _compare_with_openai_walk(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Route chat-completion bodies through both transforms; record whether the fast path was taken."""
+    import openai.resources.chat.completions.completions as chat_completions
+    from openai._utils import maybe_transform
+
+    from harness.episodes import sdk_tuning
+
+    fast = sdk_tuning.fast_maybe_transform(lambda data, t: None)  # None: the walk was needed
+    took_fast: list[bool] = []
+
+    def checked(data: object, expected_type: object) -> object:
+        expected = maybe_transform(data, expected_type)
+        got = fast(data, expected_type)
+        took_fast.append(got is not None)
+        if got is not None:
+            assert got == expected and type(got) is dict
+        return expected
+
+    monkeypatch.setattr(sdk_tuning, "_fast_transform", True)  # keep use_fast_request_transform out
+    monkeypatch.setattr(chat_completions, "maybe_transform", checked)
+    return took_fast
+
+
+def test_fast_request_transform_equals_openai_s_walk_on_real_sdk_requests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from harness.episodes.driver import run_sdk_episode
+    from harness.episodes.scaffold import load_scaffold
+    from harness.replay import ReplayScript, ReplayServer, ScriptedCall, ScriptedResponse
+
+    took_fast = _compare_with_openai_walk(monkeypatch)
+    script = [
+        ScriptedResponse(
+            content="Look.", tool_calls=[ScriptedCall(name="terminal", arguments={"command": "ls -la"})]
+        ),
+        ScriptedResponse(
+            content="Think.", tool_calls=[ScriptedCall(name="think", arguments={"thought": 'ü "q" \\n'})]
+        ),
+        ScriptedResponse(tool_calls=[ScriptedCall(name="finish", arguments={"message": "done"})]),
+    ]
+    (tmp_path / "ws").mkdir()
+    with ReplayServer(ReplayScript(model="m", responses=script)) as server:
+        out = run_sdk_episode(
+            instruction="List the files.",
+            workspace=tmp_path / "ws",
+            base_url=server.base_url,
+            model="m",
+            api_key="x",
+            scaffold=load_scaffold("openhands-codeact"),
+            out_dir=tmp_path / "out",
+        )
+    assert out.status == "finished" and len(out.turns) == 3
+    # Every request the SDK built was plain JSON: the fast path served each, equal to the walk.
+    assert took_fast == [True, True, True]
+
+
+def test_fast_request_transform_falls_back_to_the_walk_where_it_could_change_something() -> None:
+    from typing import Annotated, Required, TypedDict
+
+    import openai
+    from openai._utils import PropertyInfo, maybe_transform
+    from openai.types.chat import completion_create_params as params
+
+    from harness.episodes.sdk_tuning import fast_maybe_transform
+
+    fast = fast_maybe_transform(maybe_transform)
+    expected_type = params.CompletionCreateParamsNonStreaming
+    message = {"role": "user", "content": "hi"}
+    bodies: list[dict[str, object]] = [
+        {"messages": [message], "model": "m", "temperature": openai.omit, "seed": openai.NOT_GIVEN},
+        {"messages": (message,), "model": "m"},  # a tuple: the walk makes it a list
+        {"messages": [message], "model": "m", "tools": iter([])},  # an iterable: the walk lists it
+        {"messages": [{"role": "user", "content": [{"type": "text", "text": "x"}]}], "model": "m", "n": 2},
+        {"messages": [message], "model": "m", "metadata": {"k": openai.omit}},  # nested omit: walk decides
+    ]
+    for body in bodies:
+        copy_for_walk = {k: (list(v) if k == "tools" else v) for k, v in body.items()}
+        copy_for_fast = {k: (iter(list(v)) if k == "tools" else v) for k, v in copy_for_walk.items()}
+        assert fast(copy_for_fast, expected_type) == maybe_transform(copy_for_walk, expected_type)
+    assert "temperature" not in fast(bodies[0], expected_type)
+
+    class Card(TypedDict, total=False):
+        card_id: Required[Annotated[str, PropertyInfo(alias="cardID")]]
+
+    assert fast({"card_id": "c1"}, Card) == maybe_transform({"card_id": "c1"}, Card) == {"cardID": "c1"}

@@ -13,6 +13,13 @@ that nothing needs goes away:
   base_state.json as it writes it (about five fsyncs a turn). ``EpisodeFileStore`` writes the same
   files atomically (temporary file + rename, as the SDK does) and fsyncs them once, when the
   episode ends, before its record is stored.
+- Request building. The openai client that litellm calls re-walks every request body against its
+  TypedDict annotations (``openai._utils._transform.maybe_transform``) to apply key aliases and
+  value formats. The chat-completion parameter types have neither, so for a body of plain JSON
+  values the walk only copies it; it cost ~10 ms of GIL-held CPU per call at turn 30 and grows
+  with the conversation. ``use_fast_request_transform`` returns such a body without the walk,
+  dropping the omitted parameters as the walk does, and keeps the walk for anything else (a
+  type with an alias or format, a value that is not plain JSON).
 - Garbage collection. Importing the SDK (litellm, openai, pydantic models) leaves ~450k objects
   that live as long as the process; each full collection (one every few episodes, set off by the
   objects every turn allocates) rescanned them all, ~0.3 s each. ``freeze_imports`` moves them out
@@ -188,6 +195,84 @@ def use_ready_terminal() -> None:
             finally:
                 registry_log.setLevel(level)
             _registered = True
+
+
+_JSON_LEAVES = (str, int, float, bool, type(None))
+
+
+def _plain_json(value: object) -> bool:
+    """Only dicts with str keys, lists, str, int, float, bool and None (exact types) all the way down."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            for key, sub in item.items():  # type: ignore[attr-defined]
+                if type(key) is not str:
+                    return False
+                stack.append(sub)
+        elif kind is list:
+            stack.extend(item)  # type: ignore[arg-type]
+        elif kind not in _JSON_LEAVES:
+            return False
+    return True
+
+
+def _rewrites_values(annotation: object, seen: set[int] | None = None) -> bool:
+    """Whether openai's transform can change plain JSON under ``annotation``: a PropertyInfo with
+    an alias or a format anywhere in the type tree."""
+    import typing
+
+    import typing_extensions
+    from openai._utils import PropertyInfo
+
+    seen = set() if seen is None else seen
+    if id(annotation) in seen:
+        return False
+    seen.add(id(annotation))
+    if typing.get_origin(annotation) is typing.Annotated:
+        base, *metadata = typing.get_args(annotation)
+        if any(isinstance(m, PropertyInfo) and (m.alias or m.format) for m in metadata):
+            return True
+        return _rewrites_values(base, seen)
+    if typing_extensions.is_typeddict(annotation):
+        hints = typing_extensions.get_type_hints(annotation, include_extras=True)
+        return any(_rewrites_values(h, seen) for h in hints.values())
+    return any(_rewrites_values(arg, seen) for arg in typing.get_args(annotation))
+
+
+_transform_safe: dict[object, bool] = {}
+
+
+def fast_maybe_transform(original: Callable[[object, object], Any]) -> Callable[[object, object], Any]:
+    """``maybe_transform`` that skips openai's type-driven walk where it could change nothing."""
+    from openai._utils import is_given
+
+    def transform(data: object, expected_type: object) -> Any:
+        safe = _transform_safe.get(expected_type)
+        if safe is None:
+            safe = _transform_safe[expected_type] = not _rewrites_values(expected_type)
+        if safe and type(data) is dict:
+            body = {k: v for k, v in data.items() if is_given(v)}
+            if _plain_json(body):
+                return body
+        return original(data, expected_type)
+
+    return transform
+
+
+_fast_transform = False
+
+
+def use_fast_request_transform() -> None:
+    """Install ``fast_maybe_transform`` for chat completions (idempotent, process-wide)."""
+    global _fast_transform
+    with _once:
+        if not _fast_transform:
+            import openai.resources.chat.completions.completions as chat_completions
+
+            chat_completions.maybe_transform = fast_maybe_transform(chat_completions.maybe_transform)  # type: ignore[assignment]
+            _fast_transform = True
 
 
 _frozen = False
