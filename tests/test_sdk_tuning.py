@@ -197,3 +197,24 @@ def test_fast_request_transform_falls_back_to_the_walk_where_it_could_change_som
         card_id: Required[Annotated[str, PropertyInfo(alias="cardID")]]
 
     assert fast({"card_id": "c1"}, Card) == maybe_transform({"card_id": "c1"}, Card) == {"cardID": "c1"}
+
+
+def test_max_iterations_error_line_is_dropped_and_other_sdk_errors_are_not() -> None:
+    import logging
+
+    from harness.episodes.sdk import quiet_expected_sdk_errors
+
+    quiet_expected_sdk_errors()
+    quiet_expected_sdk_errors()  # idempotent: one filter
+    log = logging.getLogger("openhands.sdk.conversation.impl.local_conversation")
+    assert len(log.filters) == len({type(f) for f in log.filters})
+    seen: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())  # type: ignore[method-assign]
+    log.addHandler(handler)
+    try:
+        log.error("Agent reached maximum iterations limit (4).")
+        log.error("Conversation run failed: boom")
+    finally:
+        log.removeHandler(handler)
+    assert seen == ["Conversation run failed: boom"]

@@ -4,8 +4,10 @@ Imports of the SDK stay inside functions: it is heavy, and `harness plan` should
 """
 
 import json
+import logging
 import os
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,23 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm would f
 os.environ.setdefault("OPENHANDS_SUPPRESS_BANNER", "1")
 # The SDK logs every tool and terminal start at INFO; the harness shows its own progress instead.
 os.environ.setdefault("LOG_LEVEL", "WARNING")
+
+
+class _DropMaxIterationsError(logging.Filter):
+    """The SDK logs reaching max iterations at ERROR; for the harness it is an episode outcome
+    (status max_iterations in the record), and the line broke into every progress bar."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Agent reached maximum iterations limit")
+
+
+def quiet_expected_sdk_errors() -> None:
+    """Install the filter above on the SDK's conversation logger (idempotent), and silence the
+    SDK's warning that a self-served model has no price in litellm's cost map."""
+    log = logging.getLogger("openhands.sdk.conversation.impl.local_conversation")
+    if not any(isinstance(f, _DropMaxIterationsError) for f in log.filters):
+        log.addFilter(_DropMaxIterationsError())
+    warnings.filterwarnings("ignore", message="Cost calculation failed", category=UserWarning)
 
 
 def build_llm(
@@ -66,6 +85,7 @@ def build_agent(scaffold: Scaffold, llm: Any) -> Any:
 
     use_ready_terminal()  # registers terminal: the SDK's tool, without its blind start-up sleep
     use_fast_request_transform()  # request bodies sent as built, without openai's no-op re-walk
+    quiet_expected_sdk_errors()
     params = {"terminal": {"terminal_type": scaffold.terminal_type}}
     tools = [Tool(name=name, params=params.get(name, {})) for name in scaffold.tools]
     return Agent(llm=llm, tools=tools, include_default_tools=list(scaffold.builtin_tools))
