@@ -41,9 +41,10 @@ def test_dockerfile_layout_continuations_json_form_variables_and_relative_paths(
         'COPY ["one.txt", "/srv/project/${SUB}/one.txt"]\n'
         "ADD two.txt three.txt conf/\n"
         "COPY *.md .\n"
+        "COPY env.txt .env\n"
         "EXPOSE 8080\n"
         'CMD ["bash"]\n',
-        files=("src/a.py", "one.txt", "two.txt", "three.txt", "README.md", "NOTES.md"),
+        files=("src/a.py", "one.txt", "two.txt", "three.txt", "README.md", "NOTES.md", "env.txt"),
     )
     layout = parse_dockerfile(df)
     assert layout.base_image == "python:3.12-slim"
@@ -55,9 +56,11 @@ def test_dockerfile_layout_continuations_json_form_variables_and_relative_paths(
         ("two.txt", "conf", True),
         ("three.txt", "conf", True),
         ("*.md", "", True),
+        ("env.txt", ".env", False),
     ]
     ws = prepare_workspace_from(layout, df.parent, tmp_path / "ws")
     assert sorted(str(p.relative_to(ws)) for p in ws.rglob("*") if p.is_file()) == [
+        ".env",
         "NOTES.md",
         "README.md",
         "conf/three.txt",
@@ -89,6 +92,7 @@ def prepare_workspace_from(layout, env_dir: Path, dest: Path) -> Path:  # type: 
         ("FROM a\nWORKDIR /app\nCOPY missing.txt .\n", (), ":3: missing.txt is not in environment/"),
         ("FROM a\nWORKDIR /app\nCOPY ../secret .\n", (), "outside environment/"),
         ("FROM a\nWORKDIR /app\nCOPY $NOPE/x .\n", (), "$NOPE is set nowhere"),
+        ("FROM a\nARG SRC\nWORKDIR /app\nCOPY ${SRC}/x .\n", (), ":4: $SRC is set nowhere"),
         ("FROM a\nCOPY x.txt x.txt\n", ("x.txt",), "no WORKDIR"),
         ("WORKDIR /app\n", (), "no FROM line"),
         ("FROM a\nWORKDIR /app\nFROBNICATE x\n", (), "FROBNICATE is not a Dockerfile instruction"),
@@ -178,8 +182,8 @@ def test_harbor_task_verification_uses_toml_and_dockerfile_env_and_reward_json(t
     assert run_solution(task, ws)[0]
     fixed = run_tests(task, ws)
     assert fixed.resolved and fixed.reward == 1.0
-    # ENV from the Dockerfile and [verifier] env from task.toml reach test.sh.
-    assert "total.py printed: 42.50 (currency EUR)" in fixed.output_tail
+    # ENV from the Dockerfile (container paths made local) and [verifier] env reach test.sh.
+    assert f"total.py printed: 42.50 (currency EUR, data {ws.resolve()}/data/orders.csv)" in fixed.output_tail
     # The agent reads the instruction with its own workspace in place of /app.
     instruction = task.instruction_for(ws)
     assert f"python {ws}/src/total.py {ws}/data/orders.csv" in instruction and "/app" not in instruction

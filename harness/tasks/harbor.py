@@ -7,7 +7,8 @@ oracle runs ``/solution/solve.sh``. A task whose Dockerfile only names a base im
 and ENV, and copies files of ``environment/`` into the working directory needs nothing of that
 image beyond a shell and the tools of this machine. Such a task runs here: its workspace is built
 from the COPY lines, and the container paths are rewritten to local ones in the instruction, the
-tests and the solution. A task that needs the image (RUN lines, files copied elsewhere, several
+tests, the solution and the Dockerfile's ENV values (which reach the tests and the solution; the
+agent's shell starts with this machine's environment). A task that needs the image (RUN lines, files copied elsewhere, several
 stages, a prebuilt ``docker_image``, docker-compose) is refused with the line that needs it.
 """
 
@@ -151,7 +152,9 @@ def parse_dockerfile(dockerfile: Path) -> ContainerLayout:
         elif op == "WORKDIR":
             workdir = posixpath.normpath(posixpath.join(workdir, _substitute(rest, variables, where)))
         elif op in ("ENV", "ARG"):
-            for key, value in _env_pairs(rest) if "=" in rest or op == "ENV" else [(rest, "")]:
+            # An ARG without a default comes from `docker build --build-arg`: left unset, so a use
+            # of it is refused rather than replaced by nothing.
+            for key, value in _env_pairs(rest) if "=" in rest or op == "ENV" else []:
                 value = _substitute(value.strip("\"'"), variables, where)
                 if op == "ARG" and key in variables:
                     continue  # an ARG does not override an ENV or an earlier ARG
@@ -192,9 +195,8 @@ def parse_dockerfile(dockerfile: Path) -> ContainerLayout:
             raise UnsupportedTask(
                 f"{where}: copies {src} to {target}, outside the working directory {workdir}"
             )
-        copies.append(
-            Copy(source=src, target=posixpath.relpath(target, workdir).removeprefix("."), into_directory=into)
-        )
+        rel = posixpath.relpath(target, workdir)
+        copies.append(Copy(source=src, target="" if rel == "." else rel, into_directory=into))
     return ContainerLayout(base_image=base_image, workdir=workdir, copies=tuple(copies), env=env)
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from harness.tasks.harbor import build_workspace, copy_localized, read_reward
+from harness.tasks.harbor import build_workspace, copy_localized, localize, read_reward
 from harness.tasks.loader import Task
 
 
@@ -76,6 +76,13 @@ def _scratch(task: Task, tmp: Path, workspace: Path) -> dict[str, Path]:
     return paths
 
 
+def _container_env(task: Task, paths: dict[str, Path]) -> dict[str, str]:
+    """A Harbor task's Dockerfile ENV, with container paths in the values made local."""
+    if task.container is None:
+        return {}
+    return {k: localize(v, paths) for k, v in task.container.env.items()}
+
+
 def run_tests(task: Task, workspace: Path, timeout: float | None = None) -> VerifyResult:
     """Run tests/test.sh on ``workspace``; hidden tests are copied to a private directory first."""
     start = time.monotonic()
@@ -95,9 +102,10 @@ def run_tests(task: Task, workspace: Path, timeout: float | None = None) -> Veri
             workspace,
             timeout or task.limits.verify_timeout_s,
             {
-                **(task.container.env if task.container else {}),
+                **_container_env(task, paths),
                 **task.verifier_env,
                 "TESTS_DIR": str(tests),
+                "TEST_DIR": str(tests),  # Terminal-Bench's name for it
                 "REWARD_FILE": str(reward_file),
             },
         )
@@ -133,8 +141,9 @@ def run_solution(task: Task, workspace: Path, timeout: float = 300) -> tuple[boo
         return code == 0 and not timed_out, tail
     with tempfile.TemporaryDirectory(prefix=f"solve-{task.id}-") as tmp_name:
         tmp = Path(tmp_name)
-        copy_localized(task.solution.parent, tmp / "solution", _scratch(task, tmp, workspace))
+        paths = _scratch(task, tmp, workspace)
+        copy_localized(task.solution.parent, tmp / "solution", paths)
         code, timed_out, tail = _run(
-            tmp / "solution" / task.solution.name, workspace, timeout, task.container.env
+            tmp / "solution" / task.solution.name, workspace, timeout, _container_env(task, paths)
         )
     return code == 0 and not timed_out, tail
