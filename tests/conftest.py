@@ -19,6 +19,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 HARNESS = [sys.executable, "-m", "harness.cli"]
+# Task fixtures carry their own hidden tests (test_*.py that read /app): data, not this suite.
+collect_ignore = ["data"]
 
 
 def vllm_processes() -> list[psutil.Process]:
