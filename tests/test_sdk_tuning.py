@@ -218,3 +218,27 @@ def test_max_iterations_error_line_is_dropped_and_other_sdk_errors_are_not() -> 
     finally:
         log.removeHandler(handler)
     assert seen == ["Conversation run failed: boom"]
+
+
+def test_cached_tool_schemas_equal_the_sdk_s_and_each_caller_gets_its_own_copy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from openhands.sdk.tool.schema import Schema
+    from openhands.tools.terminal.definition import TerminalAction
+
+    from harness.episodes import sdk_tuning
+    from harness.episodes.scaffold import load_scaffold
+    from harness.episodes.sdk import export_tools
+
+    scaffold = load_scaffold("openhands-codeact")
+    monkeypatch.setattr(sdk_tuning, "_cached_schemas", True)  # keep use_cached_tool_schemas out
+    monkeypatch.setattr(Schema, "to_mcp_schema", classmethod(sdk_tuning.SDK_TO_MCP_SCHEMA))
+    sdk_tools = export_tools(scaffold)["tools"]
+    monkeypatch.setattr(
+        Schema, "to_mcp_schema", classmethod(sdk_tuning.cached_mcp_schema(sdk_tuning.SDK_TO_MCP_SCHEMA))
+    )
+    assert export_tools(scaffold)["tools"] == sdk_tools  # first build
+    assert export_tools(scaffold)["tools"] == sdk_tools  # from the cache
+    first = TerminalAction.to_mcp_schema()
+    first["properties"].clear()  # callers reorder and extend what they get
+    assert TerminalAction.to_mcp_schema() == sdk_tuning.SDK_TO_MCP_SCHEMA(TerminalAction)

@@ -81,10 +81,15 @@ def build_agent(scaffold: Scaffold, llm: Any) -> Any:
     from openhands.sdk import Agent, Tool
     from openhands.tools.file_editor import FileEditorTool  # noqa: F401  registers file_editor
 
-    from harness.episodes.sdk_tuning import use_fast_request_transform, use_ready_terminal
+    from harness.episodes.sdk_tuning import (
+        use_cached_tool_schemas,
+        use_fast_request_transform,
+        use_ready_terminal,
+    )
 
     use_ready_terminal()  # registers terminal: the SDK's tool, without its blind start-up sleep
     use_fast_request_transform()  # request bodies sent as built, without openai's no-op re-walk
+    use_cached_tool_schemas()  # each tool's schema built once, not on every model call
     quiet_expected_sdk_errors()
     params = {"terminal": {"terminal_type": scaffold.terminal_type}}
     tools = [Tool(name=name, params=params.get(name, {})) for name in scaffold.tools]

@@ -20,6 +20,10 @@ that nothing needs goes away:
   with the conversation. ``use_fast_request_transform`` returns such a body without the walk,
   dropping the omitted parameters as the walk does, and keeps the walk for anything else (a
   type with an alias or format, a value that is not plain JSON).
+- Tool schemas. Every model call rebuilds each tool's JSON schema from its pydantic action class
+  (``Schema.to_mcp_schema`` -> ``model_json_schema``), ~0.5 ms per tool per call, for classes
+  that never change. ``use_cached_tool_schemas`` builds each once per class and hands out copies
+  (callers reorder and extend what they get).
 - Garbage collection. Importing the SDK (litellm, openai, pydantic models) leaves ~450k objects
   that live as long as the process; each full collection (one every few episodes, set off by the
   objects every turn allocates) rescanned them all, ~0.3 s each. ``freeze_imports`` moves them out
@@ -28,6 +32,7 @@ that nothing needs goes away:
 The SDK is imported at module level here: import this module only inside functions.
 """
 
+import copy
 import gc
 import os
 import tempfile
@@ -42,6 +47,7 @@ import harness.episodes.sdk  # noqa: F401  sets the SDK's environment variables 
 # isort: split
 from openhands.sdk.io import LocalFileStore
 from openhands.sdk.tool import register_tool
+from openhands.sdk.tool.schema import Schema
 from openhands.tools.terminal import TerminalTool
 from openhands.tools.terminal.constants import CMD_OUTPUT_PS1_END
 from openhands.tools.terminal.impl import TerminalExecutor
@@ -273,6 +279,32 @@ def use_fast_request_transform() -> None:
 
             chat_completions.maybe_transform = fast_maybe_transform(chat_completions.maybe_transform)  # type: ignore[assignment]
             _fast_transform = True
+
+
+_cached_schemas = False
+SDK_TO_MCP_SCHEMA: Callable[[type], dict[str, Any]] = Schema.to_mcp_schema.__func__  # type: ignore[attr-defined]
+
+
+def cached_mcp_schema(original: Callable[[type], dict[str, Any]]) -> Callable[[type], dict[str, Any]]:
+    """``to_mcp_schema`` computed once per class; each call gets its own deep copy."""
+    cache: dict[type, dict[str, Any]] = {}
+
+    def to_mcp_schema(cls: type) -> dict[str, Any]:
+        schema = cache.get(cls)
+        if schema is None:
+            schema = cache[cls] = original(cls)
+        return copy.deepcopy(schema)
+
+    return to_mcp_schema
+
+
+def use_cached_tool_schemas() -> None:
+    """Install ``cached_mcp_schema`` on the SDK's ``Schema`` (idempotent, process-wide)."""
+    global _cached_schemas
+    with _once:
+        if not _cached_schemas:
+            Schema.to_mcp_schema = classmethod(cached_mcp_schema(SDK_TO_MCP_SCHEMA))  # type: ignore[method-assign,assignment]
+            _cached_schemas = True
 
 
 _frozen = False
