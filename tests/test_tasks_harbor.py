@@ -1,6 +1,7 @@
 """Harbor / Terminal-Bench 2 task directories without Docker: Dockerfile layout, container paths, verify, eval."""
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,7 @@ def test_dockerfile_layout_continuations_json_form_variables_and_relative_paths(
         "    # a comment inside the continuation\n"
         "    B=2\n"
         "ENV LEGACY some words\n"
+        "ENV PATH=/srv/bin:$PATH DEFAULTED=${UNSET_IN_TEST:-fallback} PLUS=${A:+set}\n"
         "COPY --chown=1000:1000 src/ ./src/\n"
         'COPY ["one.txt", "/srv/project/${SUB}/one.txt"]\n'
         "ADD two.txt three.txt conf/\n"
@@ -49,7 +51,15 @@ def test_dockerfile_layout_continuations_json_form_variables_and_relative_paths(
     layout = parse_dockerfile(df)
     assert layout.base_image == "python:3.12-slim"
     assert layout.workdir == "/srv/project"
-    assert layout.env == {"A": "x y", "B": "2", "LEGACY": "some words"}
+    assert layout.env == {
+        "A": "x y",
+        "B": "2",
+        "LEGACY": "some words",
+        # Variables the Dockerfile does not set come from this machine, as from the base image.
+        "PATH": f"/srv/bin:{os.environ['PATH']}",
+        "DEFAULTED": "fallback",
+        "PLUS": "set",
+    }
     assert [(c.source, c.target, c.into_directory) for c in layout.copies] == [
         ("src/", "src", True),
         ("one.txt", "lib/one.txt", False),

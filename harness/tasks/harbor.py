@@ -13,6 +13,7 @@ stages, a prebuilt ``docker_image``, docker-compose) is refused with the line th
 """
 
 import json
+import os
 import posixpath
 import re
 import shlex
@@ -39,7 +40,7 @@ _NO_EFFECT = {
     "ONBUILD",
 }
 _ARCHIVE = re.compile(r"\.(tar|tgz|tbz2?|txz)(\.(gz|bz2|xz|zst))?$")
-_VARIABLE = re.compile(r"\$(\w+)|\$\{(\w+)\}")
+_VARIABLE = re.compile(r"\$(\w+)|\$\{(\w+)(?::([-+])([^}]*))?\}")
 
 # Where Harbor puts things in the container, besides the working directory.
 TESTS_DIR = "/tests"
@@ -99,12 +100,28 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
     return out
 
 
-def _substitute(value: str, variables: Mapping[str, str], where: str) -> str:
+def _substitute(
+    value: str, variables: Mapping[str, str], where: str, fallback: Mapping[str, str] | None = None
+) -> str:
+    """Docker's $VAR, ${VAR}, ${VAR:-word} and ${VAR:+word}. A variable the Dockerfile does not set
+    comes from ``fallback`` (ENV values: this machine's environment stands in for the base
+    image's, as in ENV PATH=/x:$PATH, and unset is empty as in Docker); without one it is refused."""
+
     def repl(m: re.Match[str]) -> str:
-        name = m.group(1) or m.group(2)
-        if name not in variables:
+        name, op, word = m.group(1) or m.group(2), m.group(3), m.group(4) or ""
+        if name in variables:
+            current: str | None = variables[name]
+        elif fallback is not None:
+            current = fallback.get(name)
+        elif op == "-":
+            current = None
+        else:
             raise UnsupportedTask(f"{where}: ${name} is set nowhere in the Dockerfile")
-        return variables[name]
+        if op == "-":
+            return current if current else word
+        if op == "+":
+            return word if current else ""
+        return current or ""
 
     return _VARIABLE.sub(repl, value)
 
@@ -155,7 +172,7 @@ def parse_dockerfile(dockerfile: Path) -> ContainerLayout:
             # An ARG without a default comes from `docker build --build-arg`: left unset, so a use
             # of it is refused rather than replaced by nothing.
             for key, value in _env_pairs(rest) if "=" in rest or op == "ENV" else []:
-                value = _substitute(value.strip("\"'"), variables, where)
+                value = _substitute(value.strip("\"'"), variables, where, fallback=os.environ)
                 if op == "ARG" and key in variables:
                     continue  # an ARG does not override an ENV or an earlier ARG
                 variables[key] = value
