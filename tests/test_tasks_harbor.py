@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -223,3 +224,61 @@ def test_harbor_task_episode_through_eval_resolves(tmp_path: Path) -> None:
     assert (workspace / "hello.txt").read_text() == "Hello, world!\n"
     assert f"Create a file called hello.txt in {workspace.resolve()}." in first_request
     assert " in /app" not in first_request
+
+
+@pytest.mark.parametrize(
+    ("text", "env"),
+    [
+        # One line's values all see the variables from before that line.
+        ("ENV abc=hello\nENV abc=bye def=$abc\n", {"abc": "bye", "def": "hello"}),
+        ("ARG A B=2\nENV C=$B\n", {"C": "2"}),
+        (
+            "ENV X='$HOME' Y=\\$HOME Z=\"$HOME\"\n",
+            {"X": "$HOME", "Y": "$HOME", "Z": os.environ.get("HOME", "")},
+        ),
+        ('ENV S="x y"\nENV T=$S U=${S:+set}\n', {"S": "x y", "T": "x y", "U": "set"}),
+        ("ARG HOME\nENV H=$HOME\n", {"H": ""}),  # a build arg, not this machine's HOME
+        ("ENV P=/a:\\\n/b\n", {"P": "/a:/b"}),
+    ],
+)
+def test_dockerfile_env_words_quotes_and_substitution_as_docker(tmp_path: Path, text: str, env: dict) -> None:
+    assert parse_dockerfile(dockerfile(tmp_path, "FROM a\nWORKDIR /app\n" + text)).env == env
+
+
+def test_dockerfile_quoted_workdir_blank_continuation_absolute_source_and_glob_into_directory(
+    tmp_path: Path,
+) -> None:
+    df = dockerfile(
+        tmp_path,
+        'FROM a\nWORKDIR "/app"\nCOPY a.txt \\\n\n    /app/x/\nCOPY /b.txt .\nCOPY *.md /app/docs\n',
+        files=("a.txt", "b.txt", "one.md", "two.md"),
+    )
+    layout = parse_dockerfile(df)
+    assert layout.workdir == "/app"
+    ws = prepare_workspace_from(layout, df.parent, tmp_path / "ws")
+    assert sorted(str(p.relative_to(ws)) for p in ws.rglob("*") if p.is_file()) == [
+        "b.txt",
+        "docs/one.md",
+        "docs/two.md",
+        "x/a.txt",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "files", "message"),
+    [
+        ("COPY --exclude=*.md . .\n", ("a.md",), "COPY --exclude=*.md is not replayed here"),
+        ("COPY --parents sub/a.txt ./\n", ("sub/a.txt",), "COPY --parents is not replayed here"),
+        ("COPY . .\n", (".dockerignore",), "with a .dockerignore beside the Dockerfile"),
+        ('ENV MSG="oops\n', (), 'unterminated " quote'),
+    ],
+)
+def test_copy_options_and_inputs_not_replayed_are_refused(
+    tmp_path: Path, text: str, files: tuple[str, ...], message: str
+) -> None:
+    with pytest.raises(UnsupportedTask, match=re.escape(message)):
+        parse_dockerfile(dockerfile(tmp_path, "FROM a\nWORKDIR /app\n" + text, files))
+
+
+def test_file_urls_to_the_working_directory_are_rewritten(tmp_path: Path) -> None:
+    assert localize("open file:///app/index.html", {"/app": tmp_path}) == f"open file://{tmp_path}/index.html"

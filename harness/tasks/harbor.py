@@ -16,7 +16,6 @@ import json
 import os
 import posixpath
 import re
-import shlex
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -39,8 +38,9 @@ _NO_EFFECT = {
     "SHELL",
     "ONBUILD",
 }
+# COPY/ADD options that change nothing a local copy can show (owner, mode, layer linking).
+_KEPT_FLAGS = {"--chown", "--chmod", "--link"}
 _ARCHIVE = re.compile(r"\.(tar|tgz|tbz2?|txz)(\.(gz|bz2|xz|zst))?$")
-_VARIABLE = re.compile(r"\$(\w+)|\$\{(\w+)(?::([-+])([^}]*))?\}")
 
 # Where Harbor puts things in the container, besides the working directory.
 TESTS_DIR = "/tests"
@@ -77,37 +77,45 @@ class ContainerLayout(BaseModel):
 
 
 def _logical_lines(text: str) -> list[tuple[int, str]]:
-    """(first line number, instruction) with continuations joined and comments dropped."""
+    """(first line number, instruction): continuations joined as Docker joins them (the
+    backslash-newline removed, nothing added), comment and blank lines dropped."""
     out: list[tuple[int, str]] = []
     buf: list[str] = []
     start = 0
     for number, raw in enumerate(text.splitlines(), 1):
         stripped = raw.strip()
-        if not buf and (not stripped or stripped.startswith("#")):
-            continue
-        if buf and stripped.startswith("#"):
-            continue  # comment lines inside a continued instruction are dropped by Docker too
+        if not stripped or stripped.startswith("#"):
+            continue  # also inside a continued instruction, as Docker does
         if not buf:
             start = number
-        if stripped.endswith("\\"):
-            buf.append(stripped[:-1])
+        body = raw.rstrip()
+        if body.endswith("\\"):
+            buf.append(body[:-1])
             continue
-        buf.append(stripped)
-        out.append((start, " ".join(part.strip() for part in buf if part.strip())))
+        buf.append(body)
+        out.append((start, "".join(buf).strip()))
         buf = []
     if buf:
-        out.append((start, " ".join(buf)))
+        out.append((start, "".join(buf).strip()))
     return out
 
 
-def _substitute(
-    value: str, variables: Mapping[str, str], where: str, fallback: Mapping[str, str] | None = None
-) -> str:
-    """Docker's $VAR, ${VAR}, ${VAR:-word} and ${VAR:+word}. A variable the Dockerfile does not set
-    comes from ``fallback`` (ENV values: this machine's environment stands in for the base
-    image's, as in ENV PATH=/x:$PATH, and unset is empty as in Docker); without one it is refused."""
+_VAR_AT = re.compile(r"\$(\w+)|\$\{(\w+)(?::([-+])([^}]*))?\}")
 
-    def repl(m: re.Match[str]) -> str:
+
+def _words(
+    text: str, variables: Mapping[str, str], where: str, fallback: Mapping[str, str] | None = None
+) -> list[str]:
+    """Docker's word splitting, quote removal and variable substitution for one instruction.
+
+    Whitespace outside quotes separates words; single quotes keep text literal; a backslash
+    escapes the next character; $VAR, ${VAR}, ${VAR:-word} and ${VAR:+word} are replaced inside
+    words (a value with spaces stays one word). A variable the Dockerfile does not set comes from
+    ``fallback`` (for ENV: this machine's environment, standing in for the base image's, as in
+    ENV PATH=/x:$PATH; unset is empty, as in Docker); without a fallback it is refused.
+    """
+
+    def value_of(m: re.Match[str]) -> str:
         name, op, word = m.group(1) or m.group(2), m.group(3), m.group(4) or ""
         if name in variables:
             current: str | None = variables[name]
@@ -123,14 +131,49 @@ def _substitute(
             return word if current else ""
         return current or ""
 
-    return _VARIABLE.sub(repl, value)
+    words: list[str] = []
+    word: list[str] | None = None
+    quote: str | None = None
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if quote is None and c.isspace():
+            if word is not None:
+                words.append("".join(word))
+                word = None
+            i += 1
+            continue
+        word = [] if word is None else word
+        if quote == "'":
+            if c == "'":
+                quote = None
+            else:
+                word.append(c)
+            i += 1
+        elif c == "\\" and i + 1 < len(text):
+            word.append(text[i + 1])
+            i += 2
+        elif c == '"' or (c == "'" and quote is None):
+            quote = None if quote == c else c
+            i += 1
+        elif c == "$" and (m := _VAR_AT.match(text, i)):
+            word.append(value_of(m))
+            i = m.end()
+        else:
+            word.append(c)
+            i += 1
+    if quote is not None:
+        raise UnsupportedTask(f"{where}: unterminated {quote} quote in {text[:60]!r}")
+    if word is not None:
+        words.append("".join(word))
+    return words
 
 
-def _env_pairs(rest: str) -> list[tuple[str, str]]:
-    words = shlex.split(rest)
-    if words and "=" not in words[0]:  # legacy form: ENV KEY value with spaces
-        return [(words[0], rest.split(None, 1)[1].strip() if len(words) > 1 else "")]
-    return [tuple(w.split("=", 1)) for w in words if "=" in w]  # type: ignore[misc]
+def _assignments(words: list[str], op: str) -> list[tuple[str, str | None]]:
+    """(name, value) pairs of an ENV or ARG line's words; an ARG name without a default: None."""
+    if op == "ENV" and words and "=" not in words[0]:  # legacy form: ENV KEY value with spaces
+        return [(words[0], " ".join(words[1:]))]
+    return [(w.split("=", 1)[0], w.split("=", 1)[1] if "=" in w else None) for w in words]
 
 
 def _copy_args(rest: str, where: str) -> tuple[list[str], list[str]]:
@@ -154,6 +197,7 @@ def parse_dockerfile(dockerfile: Path) -> ContainerLayout:
     """The layout of a Dockerfile that needs no image of its own; UnsupportedTask otherwise."""
     env_dir = dockerfile.parent.resolve()
     variables: dict[str, str] = {}
+    build_args: set[str] = set()
     env: dict[str, str] = {}
     base_image = ""
     workdir = "/"
@@ -167,12 +211,20 @@ def parse_dockerfile(dockerfile: Path) -> ContainerLayout:
                 raise UnsupportedTask(f"{where}: a second FROM (multi-stage build) needs Docker")
             base_image = rest.split()[0] if rest else ""
         elif op == "WORKDIR":
-            workdir = posixpath.normpath(posixpath.join(workdir, _substitute(rest, variables, where)))
+            words = _words(rest, variables, where)
+            workdir = posixpath.normpath(posixpath.join(workdir, words[0] if words else ""))
         elif op in ("ENV", "ARG"):
-            # An ARG without a default comes from `docker build --build-arg`: left unset, so a use
-            # of it is refused rather than replaced by nothing.
-            for key, value in _env_pairs(rest) if "=" in rest or op == "ENV" else []:
-                value = _substitute(value.strip("\"'"), variables, where, fallback=os.environ)
+            # Every value of one line sees the variables as they were before that line. A name
+            # the Dockerfile does not set comes from this machine (standing in for the base
+            # image: ENV PATH=/x:$PATH), except an ARG declared without a default: that one
+            # comes from `docker build --build-arg`, so it is empty here as in a plain build.
+            machine = {k: v for k, v in os.environ.items() if k not in build_args}
+            pairs = _assignments(_words(rest, variables, where, fallback=machine), op)
+            for key, value in pairs:
+                if value is None:  # ARG NAME: declared, no default
+                    if key not in variables:
+                        build_args.add(key)
+                    continue
                 if op == "ARG" and key in variables:
                     continue  # an ARG does not override an ENV or an earlier ARG
                 variables[key] = value
@@ -182,14 +234,20 @@ def parse_dockerfile(dockerfile: Path) -> ContainerLayout:
             flags, paths = _copy_args(rest, where)
             if any(f.startswith("--from") for f in flags):
                 raise UnsupportedTask(f"{where}: COPY --from another stage or image needs Docker")
-            *sources, dest = (_substitute(p, variables, where) for p in paths)
+            if changing := [f for f in flags if f.split("=", 1)[0] not in _KEPT_FLAGS]:
+                raise UnsupportedTask(f"{where}: {op} {changing[0]} is not replayed here; it needs Docker")
+            *sources, dest = (" ".join(_words(p, variables, where)) for p in paths)
             for src in sources:
                 if op == "ADD" and ("://" in src or src.startswith("git@") or _ARCHIVE.search(src)):
                     raise UnsupportedTask(f"{where}: ADD {src} (a download or an archive) needs Docker")
-                if not (env_dir / src).resolve().is_relative_to(env_dir):
+                if not (env_dir / src.lstrip("/")).resolve().is_relative_to(env_dir):
                     raise UnsupportedTask(f"{where}: {src} is outside environment/")
-                if not _matches(env_dir, src):
+                if not (found := _matches(env_dir, src)):
                     raise UnsupportedTask(f"{where}: {src} is not in environment/")
+                if (env_dir / ".dockerignore").is_file() and (len(found) > 1 or found[0].is_dir()):
+                    raise UnsupportedTask(
+                        f"{where}: {src} with a .dockerignore beside the Dockerfile: not replayed here"
+                    )
             into = dest.endswith("/") or len(sources) > 1 or dest in (".", "./")
             target = posixpath.normpath(posixpath.join(workdir, dest))
             pending.extend((src, target, into, where) for src in sources)
@@ -232,10 +290,11 @@ def build_workspace(layout: ContainerLayout, env_dir: Path, dest: Path) -> Path:
     for copy in layout.copies:
         sources = _matches(env_dir, copy.source)
         target = dest / copy.target if copy.target else dest
+        into = copy.into_directory or len(sources) > 1  # a glob naming several: Docker wants a dir
         for src in sources:
             if src.is_dir():  # Docker copies a directory's contents, not the directory
                 shutil.copytree(src, target, symlinks=True, dirs_exist_ok=True)
-            elif copy.into_directory or not copy.target or target.is_dir():
+            elif into or not copy.target or target.is_dir():
                 target.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(src, target / src.name)
             else:
@@ -245,10 +304,12 @@ def build_workspace(layout: ContainerLayout, env_dir: Path, dest: Path) -> Path:
 
 
 def _path_pattern(paths: Mapping[str, Path]) -> re.Pattern[str]:
-    # Whole path components only: /app, /app/x, "/app." at a sentence end; never /application,
-    # /app.py, $HOME/app or https://host/app.
+    # Whole path components only: /app, /app/x, file:///app/x, "/app." at a sentence end; never
+    # /application, /app.py, $HOME/app or https://host/app.
     names = sorted(paths, key=len, reverse=True)
-    return re.compile(r"(?<![\w.~/-])(" + "|".join(map(re.escape, names)) + r")(?![\w-]|\.\w)")
+    return re.compile(
+        r"(?:(?<=file://)|(?<![\w.~/-]))(" + "|".join(map(re.escape, names)) + r")(?![\w-]|\.\w)"
+    )
 
 
 def localize(text: str, paths: Mapping[str, Path]) -> str:

@@ -37,6 +37,7 @@ class Task(BaseModel):
     metadata: dict[str, Any] = {}
     container: ContainerLayout | None = None  # a Harbor task: its Dockerfile, replayed locally
     verifier_env: dict[str, str] = {}
+    solution_env: dict[str, str] = {}
 
     @property
     def workspace_dir(self) -> Path:
@@ -86,7 +87,6 @@ def load_task(path: Path, suite: str) -> Task:
     except ValidationError as exc:
         err = exc.errors()[0]
         raise HarnessError(f"{toml}: limits.{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
-    verifier: dict[str, Any] = meta["verifier"] if isinstance(meta.get("verifier"), dict) else {}
     return Task(
         id=path.name,
         suite=suite,
@@ -95,8 +95,16 @@ def load_task(path: Path, suite: str) -> Task:
         limits=parsed_limits,
         metadata=meta.get("task") or meta.get("metadata") or {},
         container=_harbor_layout(path, meta),
-        verifier_env={str(k): str(v) for k, v in (verifier.get("env") or {}).items()},
+        verifier_env=_section_env(meta, "verifier"),
+        solution_env=_section_env(meta, "solution"),
     )
+
+
+def _section_env(meta: dict[str, Any], section: str) -> dict[str, str]:
+    """Harbor's ``[verifier] env`` / ``[solution] env`` tables."""
+    table = meta.get(section)
+    env = table.get("env") if isinstance(table, dict) else None
+    return {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {}
 
 
 def _harbor_layout(path: Path, meta: dict[str, Any]) -> ContainerLayout | None:

@@ -144,6 +144,9 @@ def run_solution(task: Task, workspace: Path, timeout: float = 300) -> tuple[boo
         paths = _scratch(task, tmp, workspace)
         copy_localized(task.solution.parent, tmp / "solution", paths)
         code, timed_out, tail = _run(
-            tmp / "solution" / task.solution.name, workspace, timeout, _container_env(task, paths)
+            tmp / "solution" / task.solution.name,
+            workspace,
+            timeout,
+            {**_container_env(task, paths), **task.solution_env},
         )
     return code == 0 and not timed_out, tail

@@ -1,4 +1,5 @@
 #!/bin/bash
+[ "$DECIMALS" = 2 ] || { echo "[solution] env did not reach solve.sh" >&2; exit 1; }
 cat > /app/src/total.py <<'PY'
 import csv
 import sys
