@@ -29,6 +29,9 @@ from harness.server.metrics import IdleTracker, parse_metrics
 from harness.server.registry import DeviceLock, device_key
 
 _TERM_GRACE_S = 15.0
+# A server that never became ready has no requests to finish, and vLLM ignores SIGTERM for much
+# of its start-up: waiting the full grace only delays Ctrl-C.
+_STARTING_GRACE_S = 3.0
 _CRASH_SETTLE_S = 15.0
 
 
@@ -192,7 +195,7 @@ class VLLMServer:
             )
             self._wait_ready()
         except BaseException:
-            self._terminate()
+            self._terminate(grace=_STARTING_GRACE_S)
             self._lock.release()
             raise
         self._tracker = IdleTracker(time.monotonic())
@@ -301,14 +304,14 @@ class VLLMServer:
         return True
 
     # ---- stopping --------------------------------------------------------------------------
-    def _terminate(self) -> None:
+    def _terminate(self, grace: float = _TERM_GRACE_S) -> None:
         proc = self._proc
         if proc is None:
             return
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=_TERM_GRACE_S)
+            proc.wait(timeout=grace)
         # The engine and worker processes share the group; make sure none outlives the server.
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
