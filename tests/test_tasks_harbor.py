@@ -11,7 +11,7 @@ from harness.evaluate import EvalConfig, run_eval
 from harness.replay import ReplayScript, ReplayServer, ScriptedCall, ScriptedResponse
 from harness.results.store import RunStore
 from harness.tasks import load_tasks, prepare_workspace, run_solution, run_tests
-from harness.tasks.harbor import UnsupportedTask, localize, parse_dockerfile, read_reward
+from harness.tasks.harbor import UnsupportedTask, build_workspace, localize, parse_dockerfile, read_reward
 from tests.conftest import REPO, run_harness
 
 HARBOR = REPO / "tests" / "data" / "harbor"
@@ -69,8 +69,8 @@ def test_dockerfile_layout_continuations_json_form_variables_and_relative_paths(
         ("*.md", "", True),
         ("env.txt", ".env", False),
     ]
-    ws = prepare_workspace_from(layout, df.parent, tmp_path / "ws")
-    assert sorted(str(p.relative_to(ws)) for p in ws.rglob("*") if p.is_file()) == [
+    ws = build_workspace(layout, df.parent, tmp_path / "ws")
+    assert files_in(ws) == [
         ".env",
         "NOTES.md",
         "README.md",
@@ -81,10 +81,8 @@ def test_dockerfile_layout_continuations_json_form_variables_and_relative_paths(
     ]
 
 
-def prepare_workspace_from(layout, env_dir: Path, dest: Path) -> Path:  # type: ignore[no-untyped-def]
-    from harness.tasks.harbor import build_workspace
-
-    return build_workspace(layout, env_dir, dest)
+def files_in(ws: Path) -> list[str]:
+    return sorted(str(p.relative_to(ws)) for p in ws.rglob("*") if p.is_file())
 
 
 @pytest.mark.parametrize(
@@ -255,8 +253,8 @@ def test_dockerfile_quoted_workdir_blank_continuation_absolute_source_and_glob_i
     )
     layout = parse_dockerfile(df)
     assert layout.workdir == "/app"
-    ws = prepare_workspace_from(layout, df.parent, tmp_path / "ws")
-    assert sorted(str(p.relative_to(ws)) for p in ws.rglob("*") if p.is_file()) == [
+    ws = build_workspace(layout, df.parent, tmp_path / "ws")
+    assert files_in(ws) == [
         "b.txt",
         "docs/one.md",
         "docs/two.md",

@@ -232,8 +232,6 @@ def parse_dockerfile(dockerfile: Path) -> ContainerLayout:
                     env[key] = value
         elif op in ("COPY", "ADD"):
             flags, paths = _copy_args(rest, where)
-            if any(f.startswith("--from") for f in flags):
-                raise UnsupportedTask(f"{where}: COPY --from another stage or image needs Docker")
             if changing := [f for f in flags if f.split("=", 1)[0] not in _KEPT_FLAGS]:
                 raise UnsupportedTask(f"{where}: {op} {changing[0]} is not replayed here; it needs Docker")
             *sources, dest = (" ".join(_words(p, variables, where)) for p in paths)

@@ -112,11 +112,8 @@ def _harbor_layout(path: Path, meta: dict[str, Any]) -> ContainerLayout | None:
     env = path / "environment"
     if (env / "workspace").is_dir():
         return None
-    image = (
-        (meta.get("environment") or {}).get("docker_image")
-        if isinstance(meta.get("environment"), dict)
-        else None
-    )
+    table = meta.get("environment")
+    image = table.get("docker_image") if isinstance(table, dict) else None
     if image:
         raise UnsupportedTask(
             f"{path / 'task.toml'}: [environment] docker_image = {image!r}: the task runs in that "

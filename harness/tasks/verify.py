@@ -1,6 +1,5 @@
 """Run a task's tests (and its reference solution) against a workspace, with a time limit."""
 
-import json
 import os
 import shutil
 import signal
@@ -112,7 +111,7 @@ def run_tests(task: Task, workspace: Path, timeout: float | None = None) -> Veri
         reward = 1.0 if code == 0 else 0.0
         try:
             written = read_reward(verifier_logs)
-        except (ValueError, json.JSONDecodeError) as exc:
+        except ValueError as exc:  # json.JSONDecodeError included
             tail += f"\n[harness] the reward test.sh wrote is not a number: {exc}"
         else:
             if written is not None:
