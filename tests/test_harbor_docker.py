@@ -420,3 +420,49 @@ def _no_leftovers(client) -> Iterator[None]:  # type: ignore[no-untyped-def]
     yield
     for c in verify_containers(client):
         c.remove(force=True)
+
+
+def test_rewards_come_from_what_the_tests_wrote_even_without_tar_and_never_from_planted_files(
+    client, base: str, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    from harness.tasks.oracle import verify_suite
+
+    reward_by_state = (
+        "#!/usr/bin/env bash\n"
+        'if [ "$(cat /app/state 2>/dev/null)" = done ]; then r=1.0; else r=0.0; fi\n'
+        'echo "{\\"reward\\": $r}" > /logs/verifier/reward.json\n'  # exits 0 either way
+    )
+    suite = tmp_path / "suite"
+    # The verifier's files normally come back as a tar the container writes; an image without
+    # tar still gets its reward read (the engine's copy instead).
+    write(
+        suite / "g-no-tar",
+        {
+            "instruction.md": "Write 'done' to /app/state.\n",
+            "environment/Dockerfile": f"FROM {base}\nWORKDIR /app\nRUN rm -f /usr/bin/tar /bin/tar\n",
+            "solution/solve.sh": "#!/usr/bin/env bash\necho done > state\n",
+            "tests/test.sh": reward_by_state,
+        },
+    )
+    # What ran before the tests (the agent; here the reference solution) plants a reward and
+    # tests of its own: the real tests replace both.
+    write(
+        suite / "h-planted",
+        {
+            "instruction.md": "Write 'done' to /app/state.\n",
+            "environment/Dockerfile": f"FROM {base}\nWORKDIR /app\nRUN echo todo > /app/state\n",
+            "solution/solve.sh": "#!/usr/bin/env bash\nmkdir -p /logs/verifier /tests\n"
+            "echo 1 > /logs/verifier/reward.txt\necho '{\"reward\": 1}' > /logs/verifier/reward.json\n"
+            "printf 'exit 0\\n' > /tests/test.sh\n",
+            "tests/test.sh": reward_by_state,
+        },
+    )
+    checks = {c.task_id: c for c in verify_suite(str(suite), runtime="docker").checks}
+    no_tar = checks["g-no-tar"]
+    assert no_tar.status == "valid", no_tar
+    assert no_tar.reference is not None and no_tar.reference.reward == 1.0
+    assert no_tar.untouched is not None and no_tar.untouched.reward == 0.0
+    planted = checks["h-planted"]
+    assert planted.reference is not None and planted.reference.reward == 0.0, planted
+    assert planted.status == "invalid" and "tests fail with the reference solution" in planted.detail
+    assert verify_containers(client) == []

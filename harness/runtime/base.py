@@ -69,7 +69,8 @@ class Runtime(Protocol):
         for verification)."""
         ...
 
-    def open(self, task: Task, episode_dir: Path, key: str, *, fresh: bool) -> Sandbox:
+    def open(self, task: Task, episode_dir: Path, key: str, *, fresh: bool, tools: bool = True) -> Sandbox:
         """The episode's sandbox: a new one (``fresh``, for a rollout) or the one its rollout left
-        (for verification; rebuilt from the exported files when that one is gone)."""
+        (for verification; rebuilt from the exported files when that one is gone). ``tools=False``:
+        no agent will act in it (``tasks verify``), so what only the agent's tools need is skipped."""
         ...

@@ -72,6 +72,26 @@ mkdir -p "$2"
 id -u agent >/dev/null 2>&1 || exit 4
 [ "$2" = / ] || chown -R "$3" "$2" || true  # as before: a failed chown leaves the user agent
 """
+# run_solution() in the container: $1 solution dir, $2 where its files were copied, $3 logs dir,
+# $4 working directory (made: an image's WORKDIR need not exist), then the command.
+_SOLVE_SCRIPT = """
+rm -rf "$1" && mkdir -p "$3/agent" "$4" && mv "$2" "$1" && cd "$4" || exit 90
+shift 4
+exec "$@"
+"""
+# verify() in the container: $1 tests dir, $2 where they were copied, $3 logs dir, $4 working
+# directory, then the command. The tests' output goes to stderr, then the verifier logs as a tar
+# to stdout (nothing when the image has no tar: the caller copies them out then); the tests'
+# exit code.
+_VERIFY_SCRIPT = """
+rm -rf "$1" "$3/verifier" && mkdir -p "$3/verifier" "$3/agent" "$4" && mv "$2" "$1" && cd "$4" || exit 90
+logs=$3/verifier
+shift 4
+"$@" 1>&2
+code=$?
+tar -C "$logs" -cf - . 2>/dev/null
+exit $code
+"""
 
 
 def run_label(run_dir: Path) -> str:
@@ -231,15 +251,30 @@ class ContainerSandbox:
             return False, f"{task.solution} is missing"
         timeout = task.limits.agent_timeout_s
         self._ensure_running()
-        self.container.exec_run(
-            ["sh", "-c", 'rm -rf "$1" && mkdir -p "$1" "$2"', "-", SOLUTION_DIR, f"{LOGS_DIR}/agent"],
-            user="0",
-        )
-        put_dir(self.container, task.solution.parent, SOLUTION_DIR, owner=(0, 0))
+        # One exec for the set-up and the run (each exec is a process start in the engine, ~50 ms
+        # of CPU): the files go to a fresh place nothing in the container can know beforehand,
+        # and the exec moves them to where Harbor puts them.
+        stage = _stage_name()
+        put_dir(self.container, task.solution.parent, stage, owner=(0, 0), make=True)
         code, output = self.container.exec_run(
-            ["timeout", "-k", "5", f"{timeout:g}", "bash", f"{SOLUTION_DIR}/{task.solution.name}"],
+            [
+                "sh",
+                "-c",
+                _SOLVE_SCRIPT,
+                "-",
+                SOLUTION_DIR,
+                stage,
+                LOGS_DIR,
+                self.agent_workdir,
+                "timeout",
+                "-k",
+                "5",
+                f"{timeout:g}",
+                "bash",
+                f"{SOLUTION_DIR}/{task.solution.name}",
+            ],
             user="0",
-            workdir=self.agent_workdir,
+            workdir="/",  # the script goes there, once it exists
             environment={**(task.container.env if task.container else {}), **task.solution_env},
         )
         tail = output.decode(errors="replace")[-2000:] if output else ""
@@ -256,18 +291,8 @@ class ContainerSandbox:
         timeout = task.limits.verify_timeout_s
         self._ensure_running()
         tests = TESTS_DIR
-        self.container.exec_run(
-            [
-                "sh",
-                "-c",
-                'rm -rf "$1" "$2/verifier" && mkdir -p "$1" "$2/verifier" "$2/agent"',
-                "-",
-                tests,
-                LOGS_DIR,
-            ],
-            user="0",
-        )
-        put_dir(self.container, task.tests_dir, tests, owner=(0, 0))
+        stage = _stage_name()
+        put_dir(self.container, task.tests_dir, stage, owner=(0, 0), make=True)
         env = {
             **(task.container.env if task.container else {}),
             **task.verifier_env,
@@ -277,17 +302,37 @@ class ContainerSandbox:
             "TEST_DIR": tests,  # Terminal-Bench's name for it
             "REWARD_FILE": f"{LOGS_DIR}/verifier/reward.txt",
         }
-        code, output = self.container.exec_run(
-            ["timeout", "-k", "5", f"{timeout:g}", "bash", f"{tests}/test.sh"],
+        # One exec: set-up, the tests (their output, stdout and stderr in order, on stderr), then
+        # what they wrote in the verifier's log directory as a tar on stdout; fetching that with
+        # the engine's archive call instead costs more than the tests of a small task.
+        code, (stdout, stderr) = self.container.exec_run(
+            [
+                "sh",
+                "-c",
+                _VERIFY_SCRIPT,
+                "-",
+                tests,
+                stage,
+                LOGS_DIR,
+                self.agent_workdir,
+                "timeout",
+                "-k",
+                "5",
+                f"{timeout:g}",
+                "bash",
+                f"{tests}/test.sh",
+            ],
             user="0",
-            workdir=self.agent_workdir,
+            workdir="/",  # the script goes there, once it exists
             environment=env,
+            demux=True,
         )
-        tail = output.decode(errors="replace")[-2000:] if output else ""
+        tail = stderr.decode(errors="replace")[-2000:] if stderr else ""
         timed_out = code in (124, 137)
         with tempfile.TemporaryDirectory(prefix="harness-reward-") as tmp:
-            with contextlib.suppress(Exception):
-                export_dir(self.container, f"{LOGS_DIR}/verifier", Path(tmp))
+            if not _extract_tar(stdout or b"", Path(tmp)):  # no tar in the image: the engine's copy
+                with contextlib.suppress(Exception):
+                    export_dir(self.container, f"{LOGS_DIR}/verifier", Path(tmp))
             if not timed_out and (graded := grade_logs(task.tests_dir, Path(tmp))) is not None:
                 tail += f"\n[harness] {graded}"  # a SWE-bench task: its log graded by swebench
                 with contextlib.suppress(OSError):
@@ -316,8 +361,14 @@ class ContainerSandbox:
             shutil.rmtree(self._ipc_dir, ignore_errors=True)
 
 
-def _tar_of(src: Path, owner: tuple[int, int]) -> bytes:
-    """``src``'s contents as a tar (entries relative to it), every entry owned by ``owner``."""
+def _stage_name() -> str:
+    """A path in the container that nothing there can have made or be waiting for."""
+    return f"/.harness-{uuid.uuid4().hex}"
+
+
+def _tar_of(src: Path, owner: tuple[int, int], under: str = "") -> bytes:
+    """``src``'s contents as a tar (entries relative to it, or under the directory ``under``),
+    every entry owned by ``owner``."""
 
     def own(info: tarfile.TarInfo) -> tarfile.TarInfo:
         info.uid, info.gid = owner
@@ -326,43 +377,66 @@ def _tar_of(src: Path, owner: tuple[int, int]) -> bytes:
 
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
+        if under:
+            top = tarfile.TarInfo(under)
+            top.type, top.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(own(top))
         for child in sorted(src.iterdir()) if src.is_dir() else ():
-            tar.add(child, arcname=child.name, filter=own)
+            tar.add(child, arcname=f"{under}/{child.name}" if under else child.name, filter=own)
     return buf.getvalue()
 
 
-def put_dir(container: "Container", src: Path, dest: str, owner: tuple[int, int]) -> None:
-    """Copy the contents of ``src`` into ``dest`` (which exists) in the container."""
-    data = _tar_of(src, owner)
-    if not container.put_archive(dest, data):
+def put_dir(
+    container: "Container", src: Path, dest: str, owner: tuple[int, int], *, make: bool = False
+) -> None:
+    """Copy the contents of ``src`` into ``dest`` in the container: a directory that exists, or
+    with ``make`` one the copy itself makes (parents included, ``dest`` owned by ``owner``)."""
+    under = dest.strip("/") if make else ""
+    data = _tar_of(src, owner, under)
+    if not container.put_archive("/" if under else dest, data):
         raise HarnessError(f"could not copy {src} into {container.name}:{dest}")
 
 
-def export_dir(container: "Container", path: str, dest: Path) -> None:
-    """The contents of ``path`` in the container into ``dest`` on this machine.
+def _extract_safe(tar: tarfile.TarFile, dest: Path) -> None:
+    """Every member of a tar the container made into ``dest``, except those that would land outside
+    it (absolute names, ``..``, links out) or that are not plain files, directories or links inside:
+    the agent or its tests wrote them, not the harness."""
+    for member in tar:
+        # "./.git/x" is ".git/x": only the archive's own "." entry is dropped (stripping a
+        # leading "." from every name exported .git as git/ and .gitignore as gitignore).
+        name = member.name.removeprefix("./")
+        if name in ("", ".") or name.startswith("/"):
+            continue
+        member.name = name
+        try:
+            safe = tarfile.data_filter(member, str(dest))
+        except tarfile.FilterError:
+            continue
+        if safe is not None:
+            tar.extract(safe, dest, filter="fully_trusted")
 
-    Members that would land outside ``dest`` (absolute names, ``..``, links out) or that are not
-    plain files, directories or links inside are skipped: the agent wrote them, not the harness.
-    """
+
+def _extract_tar(data: bytes, dest: Path) -> bool:
+    """``data``, a tar the container wrote, into ``dest``; False when it is not a tar."""
+    if not data:
+        return False
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
+            _extract_safe(tar, dest)
+    except tarfile.TarError:
+        return False
+    return True
+
+
+def export_dir(container: "Container", path: str, dest: Path) -> None:
+    """The contents of ``path`` in the container into ``dest`` on this machine (see _extract_safe)."""
     stream, _ = container.get_archive(path.rstrip("/") + "/.")
     with tempfile.SpooledTemporaryFile(max_size=64 << 20) as spool:
         for chunk in stream:
             spool.write(chunk)
         spool.seek(0)
         with tarfile.open(fileobj=spool, mode="r|") as tar:
-            for member in tar:
-                # "./.git/x" is ".git/x": only the archive's own "." entry is dropped (stripping a
-                # leading "." from every name exported .git as git/ and .gitignore as gitignore).
-                name = member.name.removeprefix("./")
-                if name in ("", ".") or name.startswith("/"):
-                    continue
-                member.name = name
-                try:
-                    safe = tarfile.data_filter(member, str(dest))
-                except tarfile.FilterError:
-                    continue
-                if safe is not None:
-                    tar.extract(safe, dest, filter="fully_trusted")
+            _extract_safe(tar, dest)
 
 
 class ContainerRuntime:
@@ -463,7 +537,7 @@ class ContainerRuntime:
         except NotFound:
             return None
 
-    def _create(self, task: Task, key: str, ipc_dir: Path | None) -> "Container":
+    def _create(self, task: Task, key: str, ipc_dir: Path | None, *, fit: bool = True) -> "Container":
         image = self.image(task)
         name = container_name(self._run, key)
         limits = self.limits_for(task)
@@ -486,7 +560,8 @@ class ContainerRuntime:
         )
         try:
             container.start()
-            self._fit(container, task)
+            if fit:
+                self._fit(container, task)
         except Exception:
             container.remove(force=True)
             raise
@@ -507,18 +582,23 @@ class ContainerRuntime:
             )
         self._users[task.id] = AGENT_USER if code == 0 else "0"
 
-    def open(self, task: Task, episode_dir: Path, key: str, *, fresh: bool) -> ContainerSandbox:
+    def open(
+        self, task: Task, episode_dir: Path, key: str, *, fresh: bool, tools: bool = True
+    ) -> ContainerSandbox:
+        """``tools=False``: a sandbox where nothing runs as the agent (``tasks verify``'s): no tool
+        server's directory, and the image is not fitted for the agent (one exec less)."""
         old = self._find(key)
         if fresh or old is None:
             if old is not None:
                 old.remove(force=True)  # an interrupted attempt's container
             ipc_dir = None
-            if fresh:
+            if fresh and tools:
                 ipc_dir = IPC_ROOT / container_name(self._run, key)
                 shutil.rmtree(ipc_dir, ignore_errors=True)
                 ipc_dir.mkdir(parents=True, mode=0o700)
                 os.chown(ipc_dir, 1000, 1000)
-            container = self._create(task, key, ipc_dir)
+            # Verification without the rollout's container runs as root: no fitting either.
+            container = self._create(task, key, ipc_dir, fit=fresh and tools)
             sandbox = ContainerSandbox(self, task, container, episode_dir, ipc_dir)
             with tempfile.TemporaryDirectory(prefix="harness-start-") as tmp:
                 # verification without the rollout's container starts from the exported final files
@@ -527,7 +607,7 @@ class ContainerRuntime:
                 else:
                     start = prepare_workspace(task, Path(tmp) / "ws") if fresh else episode_dir / "workspace"
                 if start is not None:
-                    put_dir(container, start, self.workdir(task), owner=(1000, 1000))
+                    put_dir(container, start, self.workdir(task), owner=(1000, 1000), make=True)
             return sandbox
         # The rollout's container, stopped; the directory it mounts must be there to start it.
         ipc_dir = IPC_ROOT / container_name(self._run, key)

@@ -54,7 +54,9 @@ class LocalRuntime:
     def prepare(self, run_dir: Path, tasks: list[Task], keep: frozenset[str] = frozenset()) -> None:
         pass
 
-    def open(self, task: Task, episode_dir: Path, key: str, *, fresh: bool) -> LocalSandbox:
+    def open(
+        self, task: Task, episode_dir: Path, key: str, *, fresh: bool, tools: bool = True
+    ) -> LocalSandbox:
         workspace = episode_dir / "workspace"
         if fresh:
             prepare_workspace(task, workspace)

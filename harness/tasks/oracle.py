@@ -67,7 +67,9 @@ def check_task(runtime: "Runtime", task: Task, work: Path) -> TaskCheck:
     untouched: VerifyResult | None = None
     detail = ""
     try:
-        sandbox = runtime.open(task, work / task.id / "reference", f"verify/{task.id}/reference", fresh=True)
+        sandbox = runtime.open(
+            task, work / task.id / "reference", f"verify/{task.id}/reference", fresh=True, tools=False
+        )
         try:
             applied, output = sandbox.run_solution()
             if applied:
@@ -76,7 +78,9 @@ def check_task(runtime: "Runtime", task: Task, work: Path) -> TaskCheck:
                 detail = f"solve.sh failed: {_tail(output)}"
         finally:
             sandbox.close()
-        sandbox = runtime.open(task, work / task.id / "untouched", f"verify/{task.id}/untouched", fresh=True)
+        sandbox = runtime.open(
+            task, work / task.id / "untouched", f"verify/{task.id}/untouched", fresh=True, tools=False
+        )
         try:
             untouched = sandbox.verify()
         finally:
