@@ -7,12 +7,13 @@
    until then (its cgroup's counter: mostly that import).
 2. Per-turn overhead: the same scripted episode (terminal commands and think calls) against an
    instant replay server in its own process, under --runtime local and --runtime docker:
-   (episode wall - LLM time) / turns, for 20-turn episodes (target: docker < local + 20%), split
+   (episode wall - LLM time) / turns, for 20-turn episodes (target: docker < local + 20%): in
+   `harness eval` of 4 episodes (each episode's sandbox starts while the one before runs, the
+   first one's while the harness starts), of one episode, and for one episode run by run_eval()
+   in a process that has run one before (the worst case: nothing hides its sandbox's start); split
    into a fixed cost per episode and a marginal cost per turn (measured inside each episode, from
    its first observation on: bench/eval_overhead.py's 10- vs 30-turn difference drowned here in
-   the noise of the container's start-up on a shared machine). Against an instant model nothing
-   hides the container's fixed cost (the tool server's start-up), so a short episode's per-turn
-   figure is mostly that.
+   the noise of the container's start-up on a shared machine).
    Beside it, one tool call's round trip through the container's tool server against the same
    executors in this process.
 3. Concurrency: 8 container episodes of 4 model calls each (each plays the same script:
@@ -32,6 +33,7 @@ import contextlib
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -49,6 +51,7 @@ from harness.runtime.engine import docker_client
 from harness.tasks import load_tasks
 
 FIX_ADD = Path(__file__).resolve().parent.parent / "tasks" / "smoke" / "fix-add"
+RUN_EPISODES = 4
 FINISH = ScriptedResponse(tool_calls=[ScriptedCall(name="finish", arguments={"message": "ok"})])
 
 
@@ -85,13 +88,20 @@ def startup(tmp: Path, rounds: int) -> list[tuple[float, float, float]]:
     return out
 
 
-def per_turn(tmp: Path, runtime: str, n_turns: int = 20) -> tuple[float, float]:
-    """One scripted ``n_turns`` episode: ((wall - LLM) seconds per turn, marginal seconds per turn).
+def per_turn(
+    tmp: Path, runtime: str, n_turns: int = 20, episodes: int = 1, cli: bool = True
+) -> tuple[float, float]:
+    """A run of ``episodes`` scripted ``n_turns`` episodes, one at a time: ((wall - LLM) seconds per
+    turn, marginal seconds per turn), over all its episodes. ``cli``: the run is ``harness eval``
+    in its own process, else ``run_eval`` in this one (where the SDK is imported already).
 
     The marginal cost is what a turn costs once the tools have answered: from the first
     observation to the last action in the persisted conversation, per model call in between,
     less the episode's mean LLM time per call. The difference between the two is the fixed cost
-    per episode (the sandbox and its tools starting, the episode's end)."""
+    per episode (the sandbox and its tools starting, the episode's end). In a run of several
+    episodes, each one's sandbox starts while the one before runs (runtime/warm.py); the first
+    one's while ``harness eval`` starts (it imports the SDK too), which ``run_eval`` called again
+    in a process that has imported it does not do: nothing hides that sandbox's start."""
     turns = [
         ScriptedResponse(
             content=f"step {i}",
@@ -104,30 +114,46 @@ def per_turn(tmp: Path, runtime: str, n_turns: int = 20) -> tuple[float, float]:
         for i in range(n_turns - 1)
     ]
     run = tmp / f"turns-{runtime}-{time.monotonic_ns()}"
-    with replay_process(ReplayScript(model="bench", responses=[*turns, FINISH]), tmp) as url:
-        run_eval(
-            EvalConfig(
-                models=("bench",),
-                tasks=str(FIX_ADD),
-                base_url=url,
-                run_dir=run,
-                runtime=runtime,
-                max_iterations=n_turns,
-            )  # type: ignore[arg-type]
+    suite = tmp / f"suite-{run.name}"
+    suite.mkdir()
+    for i in range(episodes):
+        (suite / f"fix-add-{i}").symlink_to(FIX_ADD, target_is_directory=True)
+    replay = ReplayScript(model="bench", responses=[*turns, FINISH], pick="by_turn")
+    with replay_process(replay, tmp) as url:
+        if cli:  # what a researcher runs: a fresh process
+            subprocess.run(
+                [sys.executable, "-m", "harness.cli", "eval", "--model", "bench", "--tasks", str(suite),
+                 "--base-url", url, "--run-dir", str(run), "--runtime", runtime,
+                 "--max-iterations", str(n_turns)],
+                check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+        else:
+            run_eval(
+                EvalConfig(
+                    models=("bench",),
+                    tasks=str(suite),
+                    base_url=url,
+                    run_dir=run,
+                    runtime=runtime,
+                    max_iterations=n_turns,
+                )  # type: ignore[arg-type]
+            )
+    wall = llm = marginal = 0.0
+    n = calls = 0
+    for rec in RunStore(run).records().values():
+        conv = run / "episodes" / "bench" / rec.task_id / f"seed{rec.seed}" / "conversation"
+        events = [json.loads(p.read_text()) for p in sorted(conv.glob("*/events/event-*.json"))]
+        first_obs = next(
+            datetime.fromisoformat(e["timestamp"]) for e in events if e.get("kind") == "ObservationEvent"
         )
-    (rec,) = RunStore(run).records().values()
-    conv = run / "episodes" / "bench" / rec.task_id / f"seed{rec.seed}" / "conversation"
-    events = [json.loads(p.read_text()) for p in sorted(conv.glob("*/events/event-*.json"))]
-    first_obs = next(
-        datetime.fromisoformat(e["timestamp"]) for e in events if e.get("kind") == "ObservationEvent"
-    )
-    later = [
-        datetime.fromisoformat(e["timestamp"])
-        for e in events
-        if e.get("kind") == "ActionEvent" and datetime.fromisoformat(e["timestamp"]) > first_obs
-    ]
-    marginal = (later[-1] - first_obs).total_seconds() / len(later) - rec.llm_s / rec.turns
-    return (rec.wall_s - rec.llm_s) / rec.turns, marginal
+        later = [
+            datetime.fromisoformat(e["timestamp"])
+            for e in events
+            if e.get("kind") == "ActionEvent" and datetime.fromisoformat(e["timestamp"]) > first_obs
+        ]
+        marginal += (later[-1] - first_obs).total_seconds() - len(later) * rec.llm_s / rec.turns
+        wall, llm, n, calls = wall + rec.wall_s, llm + rec.llm_s, n + rec.turns, calls + len(later)
+    return (wall - llm) / n, marginal / calls
 
 
 CONTAINERS_CPU = Path("/sys/fs/cgroup/cpuacct/libpod_parent/cpuacct.usage")  # podman, cgroup v1
@@ -267,24 +293,34 @@ def main() -> int:
             f"container CPU by then: median {statistics.median(cpu):.2f} s"
         )
         print(f"  {load()}")
-        runs: dict[str, list[tuple[float, float]]] = {"local": [], "docker": []}
-        for _ in range(args.rounds):  # taking turns: a change in the machine's load hits both alike
-            for runtime in runs:
-                runs[runtime].append(per_turn(tmp, runtime))
-        (ml, cl), (md, cd) = (
-            (statistics.median(x for x, _ in runs[r]), statistics.median(m for _, m in runs[r])) for r in runs
-        )
-        print(
-            f"per-turn time without the model (20-turn episodes): local {1000 * ml:.1f} ms, docker {1000 * md:.1f} ms, "
-            f"{100 * (md / ml - 1):+.0f}% (target < +20%; runs local "
-            f"{', '.join(f'{1000 * x:.0f}' for x, _ in runs['local'])}, docker "
-            f"{', '.join(f'{1000 * x:.0f}' for x, _ in runs['docker'])} ms)"
-        )
-        print(
-            f"  split: marginal per turn once the tools answer: local {1000 * cl:.1f} ms, docker {1000 * cd:.1f} ms "
-            f"({100 * (cd / cl - 1):+.0f}%); fixed per episode: local {20 * (ml - cl):.2f} s, docker "
-            f"{20 * (md - cd):.2f} s (the tool server's start-up, which a real model's first call hides)"
-        )
+        for episodes, cli, what in (
+            (RUN_EPISODES, True, f"`harness eval` of {RUN_EPISODES} episodes, one at a time"),
+            (1, True, "`harness eval` of one episode"),
+            (
+                1,
+                False,
+                "one episode by run_eval() in a process that ran one before (nothing hides its start)",
+            ),
+        ):
+            runs: dict[str, list[tuple[float, float]]] = {"local": [], "docker": []}
+            for _ in range(args.rounds):  # taking turns: a change in the machine's load hits both alike
+                for runtime in runs:
+                    runs[runtime].append(per_turn(tmp, runtime, episodes=episodes, cli=cli))
+            (ml, cl), (md, cd) = (
+                (statistics.median(x for x, _ in runs[r]), statistics.median(m for _, m in runs[r]))
+                for r in runs
+            )
+            print(
+                f"per-turn time without the model, 20-turn episodes, {what}: local {1000 * ml:.1f} ms, docker "
+                f"{1000 * md:.1f} ms, {100 * (md / ml - 1):+.0f}% (target < +20%; runs local "
+                f"{', '.join(f'{1000 * x:.0f}' for x, _ in runs['local'])}, docker "
+                f"{', '.join(f'{1000 * x:.0f}' for x, _ in runs['docker'])} ms)"
+            )
+            print(
+                f"  split: marginal per turn once the tools answer: local {1000 * cl:.1f} ms, docker {1000 * cd:.1f} ms "
+                f"({100 * (cd / cl - 1):+.0f}%); fixed per episode: local {20 * (ml - cl):.2f} s, docker "
+                f"{20 * (md - cd):.2f} s (docker: what of the sandboxes' start nothing hid)"
+            )
         rtt = round_trips(tmp)
         print(
             "  one tool call, container vs this process (median of 30): "

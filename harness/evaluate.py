@@ -430,6 +430,20 @@ def _progress() -> Progress:
 
 
 def _rollouts(ctx: _Rollout, pending: list[tuple[ModelEndpoint, Task, int]], counts: dict[str, Any]) -> int:
+    """The pending episodes run; on this machine, the first sandboxes start while the model
+    server does, and each episode's start begins the next one's (runtime/warm.py)."""
+    if ctx.config.executor == "ray":  # sandboxes are made on the Ray nodes
+        return _run_rollouts(ctx, pending, counts)
+    ctx.runtime.warm_up([t for _, t, _ in pending], ctx.scaffold.terminal_type, ctx.config.concurrency)
+    try:
+        return _run_rollouts(ctx, pending, counts)
+    finally:
+        ctx.runtime.cool_down()
+
+
+def _run_rollouts(
+    ctx: _Rollout, pending: list[tuple[ModelEndpoint, Task, int]], counts: dict[str, Any]
+) -> int:
     names = sorted({ep.name for ep, _, _ in pending})
     count = ctx.started = 0
     counts["queued"] = len(pending)

@@ -22,10 +22,10 @@ from typing import ClassVar
 import httpx
 import pytest
 
-from harness.evaluate import EvalConfig, run_eval
+from harness.evaluate import EvalConfig, episode_key, run_eval
 from harness.replay import ReplayScript, ReplayServer, ScriptedCall, ScriptedResponse
 from harness.results.store import RunStore
-from harness.runtime.container import IPC_ROOT, LABEL_RUN, run_label
+from harness.runtime.container import IPC_ROOT, LABEL_RUN, container_name, run_label
 from tests.conftest import REPO, run_harness
 
 pytestmark = pytest.mark.timeout(600)
@@ -84,9 +84,26 @@ def observations(run: Path, task: str) -> list[str]:
     return [json.loads(line).get("observation") or "" for line in lines]
 
 
+def container_events(client, run: Path, since: int) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
+    """(action, container name) of the run's containers since ``since``, as the engine logged them."""
+    events = client.events(
+        since=since, until=int(time.time()) + 1, decode=True,
+        filters={"type": "container", "label": f"{LABEL_RUN}={run_label(run)}"},
+    )  # fmt: skip
+    return [(e.get("Action") or e.get("status"), e["Actor"]["Attributes"]["name"]) for e in events]
+
+
 def test_smoke_suite_resolves_in_containers_with_the_scaffold_s_tools(client, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     run = tmp_path / "run"
+    since = int(time.time()) - 1
     recs, requests = evaluate([*SMOKE["count-lines"], *SMOKE["fix-add"], *SMOKE["hello-file"]], run)
+    # Each episode's container was started ahead of it (while the one before ran) and renamed
+    # the episode's when taken: as many containers as episodes, none wasted.
+    events = container_events(client, run, since)
+    created = [name for action, name in events if action == "create"]
+    renamed = [name for action, name in events if action == "rename"]
+    assert len(created) == len(SMOKE) and all("-warm-" in name for name in created), events
+    assert sorted(renamed) == sorted(container_name(run_label(run), episode_key("scripted", t, 1)) for t in SMOKE)
     assert {t: (r["status"], r["reward"], r["verified"]) for t, r in recs.items()} == {
         t: ("resolved", 1.0, True) for t in SMOKE
     }
@@ -213,10 +230,13 @@ def test_a_container_killed_mid_episode_is_retried_in_a_fresh_one_and_the_run_go
         *SMOKE["hello-file"],
     ]
 
+    # count-lines' own container (the next episodes' are already starting beside it)
+    name = container_name(run_label(run), episode_key("scripted", "count-lines", 1))
+
     def killer() -> None:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            found = containers_of(client, run)
+            found = [c for c in containers_of(client, run) if c.name == name]
             if found and (run / "episodes" / "scripted" / "count-lines" / "seed1" / "completions").is_dir():
                 time.sleep(1.0)
                 found[0].kill()

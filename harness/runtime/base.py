@@ -69,6 +69,15 @@ class Runtime(Protocol):
         for verification)."""
         ...
 
+    def warm_up(self, tasks: list[Task], terminal_type: str, ahead: int) -> None:
+        """The episodes' tasks in the order their sandboxes will be opened: a runtime whose
+        sandboxes are slow to start starts ``ahead`` of them before they are asked for."""
+        ...
+
+    def cool_down(self) -> None:
+        """After the episodes: what ``warm_up`` started and no episode took, removed."""
+        ...
+
     def open(self, task: Task, episode_dir: Path, key: str, *, fresh: bool, tools: bool = True) -> Sandbox:
         """The episode's sandbox: a new one (``fresh``, for a rollout) or the one its rollout left
         (for verification; rebuilt from the exported files when that one is gone). ``tools=False``:

@@ -29,6 +29,7 @@ import tempfile
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +40,7 @@ from harness.progress import console
 from harness.runtime.base import ContainerLimits
 from harness.runtime.images import AGENT_PYTHON, ensure_sandbox_image
 from harness.runtime.task_images import TaskImageError, build_task_image, image_workdir, resolve_task_images
+from harness.runtime.warm import WarmPool
 from harness.tasks import Task, VerifyResult, prepare_workspace
 from harness.tasks.harbor import LOGS_DIR, SOLUTION_DIR, TESTS_DIR
 from harness.tasks.swebench_grading import grade_logs
@@ -53,6 +55,8 @@ if TYPE_CHECKING:
 LABEL = "harness.episode"  # value: the episode key; every harness container has it
 LABEL_RUN = "harness.run"  # a hash of the run directory's path
 LABEL_PID = "harness.pid"  # the harness process that made it: dead -> the container is an orphan
+LABEL_IPC = "harness.ipc"  # its tool server's directory under IPC_ROOT (a warm container is renamed)
+WARM = "warm"  # LABEL of a container started ahead of the episode that will take it (warm.py)
 IPC_ROOT = Path(tempfile.gettempdir()) / "harness-ipc"  # short: a unix socket path holds 108 bytes
 IPC_MOUNT = "/run/harness"
 DEFAULT_WORKDIR = "/workspace"
@@ -110,10 +114,13 @@ class ContainerSandbox:
         container: "Container",
         episode_dir: Path,
         ipc_dir: Path | None,
+        *,
+        launched: bool = False,
     ) -> None:
         self.runtime, self.task, self.container = runtime, task, container
         self._episode_dir = episode_dir
         self._ipc_dir = ipc_dir
+        self._launched = launched  # a warm container's tool server is already starting
         self._id = uuid.uuid4().hex
         self._client: ToolClient | None = None
 
@@ -133,31 +140,12 @@ class ContainerSandbox:
 
     def start_tools(self, terminal_type: str) -> None:
         """Start the tool server in the container (before the conversation; the first tool call
-        waits for it to answer)."""
+        waits for it to answer); a warm container's is already starting."""
         from harness.runtime.remote_tools import ToolClient, attach
 
         assert self._ipc_dir is not None
-        for source in _TOOL_SERVER_FILES:
-            shutil.copy(source, self._ipc_dir / source.name)
-        self.container.exec_run(
-            [
-                AGENT_PYTHON,
-                "-B",  # no __pycache__ of ready_terminal.py in the shared directory
-                f"{IPC_MOUNT}/toolserver.py",
-                "--socket",
-                f"{IPC_MOUNT}/tools.sock",
-                "--workdir",
-                self.agent_workdir,
-                "--terminal-type",
-                terminal_type,
-            ],
-            user=self.runtime.user(self.task),
-            workdir=self.agent_workdir,
-            environment={"HOME": "/home/agent", "USER": "agent"}
-            if self.runtime.user(self.task) == AGENT_USER
-            else {},
-            detach=True,
-        )
+        if not self._launched:
+            self.runtime.launch_tools(self.container, self._ipc_dir, self.task, terminal_type)
         limits = self.runtime.limits_for(self.task)
         client = ToolClient(
             self._ipc_dir / "tools.sock",
@@ -439,6 +427,24 @@ def export_dir(container: "Container", path: str, dest: Path) -> None:
             _extract_safe(tar, dest)
 
 
+@dataclass(frozen=True)
+class _Warm:
+    """A container started ahead of its episode, its tool server launched."""
+
+    container: "Container"
+    ipc_dir: Path
+    user: str
+
+
+def _new_ipc_dir(name: str) -> Path:
+    """The (empty) directory a container's tool server shares with the host."""
+    ipc_dir = IPC_ROOT / name
+    shutil.rmtree(ipc_dir, ignore_errors=True)
+    ipc_dir.mkdir(parents=True, mode=0o700)
+    os.chown(ipc_dir, 1000, 1000)
+    return ipc_dir
+
+
 class ContainerRuntime:
     name = "docker"
 
@@ -457,6 +463,8 @@ class ContainerRuntime:
         self._workdirs: dict[str, str] = {}
         self._users: dict[str, str] = {}
         self._lock = threading.Lock()
+        self._terminal_type = "subprocess"
+        self._pool: WarmPool[Task, _Warm] = WarmPool(self._make_warm, self._drop_warm, self._warm_spec)
 
     def prepare(self, run_dir: Path, tasks: list[Task], keep: frozenset[str] = frozenset()) -> None:
         """The sandbox image, and orphans of killed runs removed (``keep``: episode keys of this
@@ -510,12 +518,13 @@ class ContainerRuntime:
 
     def remove_orphans(self, keep: frozenset[str] = frozenset()) -> int:
         removed = 0
+        kept = {container_name(self._run, key) for key in keep}  # by name: a warm one was renamed
         for c in self.client.containers.list(all=True, filters={"label": LABEL}):
             labels = c.labels or {}
             pid = int(labels.get(LABEL_PID, "0") or 0)
             if pid and pid != os.getpid() and psutil.pid_exists(pid):
                 continue  # a live harness process's container (another run in progress)
-            if labels.get(LABEL_RUN) == self._run and labels.get(LABEL) in keep:
+            if labels.get(LABEL_RUN) == self._run and c.name in kept:
                 continue
             with contextlib.suppress(Exception):
                 c.remove(force=True)
@@ -523,7 +532,10 @@ class ContainerRuntime:
         if removed:
             console.print(f"removed {removed} container(s) that a stopped harness run left behind")
         if IPC_ROOT.is_dir():
-            live = {c.name for c in self.client.containers.list(all=True, filters={"label": LABEL})}
+            live = {
+                (c.labels or {}).get(LABEL_IPC) or c.name
+                for c in self.client.containers.list(all=True, filters={"label": LABEL})
+            }
             for d in IPC_ROOT.iterdir():
                 if d.name not in live:
                     shutil.rmtree(d, ignore_errors=True)
@@ -537,16 +549,22 @@ class ContainerRuntime:
         except NotFound:
             return None
 
-    def _create(self, task: Task, key: str, ipc_dir: Path | None, *, fit: bool = True) -> "Container":
+    def _create(
+        self, task: Task, name: str, key: str, ipc_dir: Path | None, *, fit: bool = True
+    ) -> "Container":
         image = self.image(task)
-        name = container_name(self._run, key)
         limits = self.limits_for(task)
         memory = f"{int(limits.memory_gib * 1024)}m"
         container = self.client.containers.create(
             image,
             command=["sleep", "infinity"],
             name=name,
-            labels={LABEL: key, LABEL_RUN: self._run, LABEL_PID: str(os.getpid())},
+            labels={
+                LABEL: key,
+                LABEL_RUN: self._run,
+                LABEL_PID: str(os.getpid()),
+                **({LABEL_IPC: ipc_dir.name} if ipc_dir else {}),
+            },
             working_dir="/",
             user="0",
             environment=task.container.env if task.container else {},
@@ -566,6 +584,90 @@ class ContainerRuntime:
             container.remove(force=True)
             raise
         return container
+
+    def launch_tools(self, container: "Container", ipc_dir: Path, task: Task, terminal_type: str) -> None:
+        """The tool server started in the container (it answers once it has imported the SDK)."""
+        for source in _TOOL_SERVER_FILES:
+            shutil.copy(source, ipc_dir / source.name)
+        user = self.user(task)
+        container.exec_run(
+            [
+                AGENT_PYTHON,
+                "-B",  # no __pycache__ of ready_terminal.py in the shared directory
+                f"{IPC_MOUNT}/toolserver.py",
+                "--socket",
+                f"{IPC_MOUNT}/tools.sock",
+                "--workdir",
+                self.workdir(task),
+                "--terminal-type",
+                terminal_type,
+            ],
+            user=user,
+            workdir=self.workdir(task),
+            environment={"HOME": "/home/agent", "USER": "agent"} if user == AGENT_USER else {},
+            detach=True,
+        )
+
+    def warm_up(self, tasks: list[Task], terminal_type: str, ahead: int) -> None:
+        """The episodes to come, in the order they will open their sandboxes: ``ahead`` sandboxes
+        start now, and each one an episode takes starts the next (warm.py)."""
+        self._terminal_type = terminal_type
+        self._pool.expect(tasks, ahead)
+
+    def cool_down(self) -> None:
+        """The sandboxes started ahead that no episode took, removed."""
+        self._pool.discard()
+
+    def _warm_spec(self, task: Task) -> tuple[Any, ...] | None:
+        """What a sandbox depends on: episodes with equal specs can take each other's."""
+        try:
+            image = self.image(task)
+        except Exception:  # its image failed: the episode meets the error when it opens
+            return None
+        env = tuple(sorted((task.container.env if task.container else {}).items()))
+        return (image, self.workdir(task), env, self.limits_for(task), self._terminal_type)
+
+    def _make_warm(self, task: Task) -> "_Warm":
+        name = f"harness-{self._run}-{WARM}-{uuid.uuid4().hex[:12]}"
+        ipc_dir = _new_ipc_dir(name)
+        try:
+            container = self._create(task, name, WARM, ipc_dir)
+        except Exception:
+            shutil.rmtree(ipc_dir, ignore_errors=True)
+            raise
+        warm = _Warm(container, ipc_dir, self.user(task))
+        try:
+            self.launch_tools(container, ipc_dir, task, self._terminal_type)
+        except Exception:
+            self._drop_warm(warm)
+            raise
+        return warm
+
+    @staticmethod
+    def _drop_warm(warm: "_Warm") -> None:
+        with contextlib.suppress(Exception):
+            warm.container.remove(force=True)
+        shutil.rmtree(warm.ipc_dir, ignore_errors=True)
+
+    def _take_warm(self, task: Task, episode_dir: Path, key: str) -> ContainerSandbox | None:
+        """A warm sandbox made the episode's: its name, the task's files; None when none is there."""
+        warm = self._pool.take(task)
+        if warm is None:
+            return None
+        try:
+            warm.container.reload()
+            if warm.container.status != "running":  # killed or stopped while it waited
+                raise RuntimeError(warm.container.status)
+            warm.container.rename(container_name(self._run, key))
+            with tempfile.TemporaryDirectory(prefix="harness-start-") as tmp:
+                if task.image is None:  # else the task's files are in its image
+                    start = prepare_workspace(task, Path(tmp) / "ws")
+                    put_dir(warm.container, start, self.workdir(task), owner=(1000, 1000), make=True)
+        except Exception:  # it went away while it waited: the episode starts its own
+            self._drop_warm(warm)
+            return None
+        self._users[task.id] = warm.user
+        return ContainerSandbox(self, task, warm.container, episode_dir, warm.ipc_dir, launched=True)
 
     def _fit(self, container: "Container", task: Task) -> None:
         """Make a started container an episode sandbox: the agent's tools there, its working
@@ -591,14 +693,12 @@ class ContainerRuntime:
         if fresh or old is None:
             if old is not None:
                 old.remove(force=True)  # an interrupted attempt's container
-            ipc_dir = None
-            if fresh and tools:
-                ipc_dir = IPC_ROOT / container_name(self._run, key)
-                shutil.rmtree(ipc_dir, ignore_errors=True)
-                ipc_dir.mkdir(parents=True, mode=0o700)
-                os.chown(ipc_dir, 1000, 1000)
+            if fresh and tools and (warm := self._take_warm(task, episode_dir, key)) is not None:
+                return warm
+            name = container_name(self._run, key)
+            ipc_dir = _new_ipc_dir(name) if fresh and tools else None
             # Verification without the rollout's container runs as root: no fitting either.
-            container = self._create(task, key, ipc_dir, fit=fresh and tools)
+            container = self._create(task, name, key, ipc_dir, fit=fresh and tools)
             sandbox = ContainerSandbox(self, task, container, episode_dir, ipc_dir)
             with tempfile.TemporaryDirectory(prefix="harness-start-") as tmp:
                 # verification without the rollout's container starts from the exported final files
@@ -610,6 +710,6 @@ class ContainerRuntime:
                     put_dir(container, start, self.workdir(task), owner=(1000, 1000), make=True)
             return sandbox
         # The rollout's container, stopped; the directory it mounts must be there to start it.
-        ipc_dir = IPC_ROOT / container_name(self._run, key)
+        ipc_dir = IPC_ROOT / ((old.labels or {}).get(LABEL_IPC) or old.name)
         ipc_dir.mkdir(parents=True, mode=0o700, exist_ok=True)
         return ContainerSandbox(self, task, old, episode_dir, ipc_dir)

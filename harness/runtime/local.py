@@ -54,6 +54,12 @@ class LocalRuntime:
     def prepare(self, run_dir: Path, tasks: list[Task], keep: frozenset[str] = frozenset()) -> None:
         pass
 
+    def warm_up(self, tasks: list[Task], terminal_type: str, ahead: int) -> None:
+        pass  # a directory starts in no time
+
+    def cool_down(self) -> None:
+        pass
+
     def open(
         self, task: Task, episode_dir: Path, key: str, *, fresh: bool, tools: bool = True
     ) -> LocalSandbox:
