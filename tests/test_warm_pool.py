@@ -124,3 +124,17 @@ def test_a_discarded_pool_can_expect_again(ahead: int) -> None:
     assert pool.take("a:3") == "sandbox-for-a:3"
     pool.discard()
     assert len(rec.dropped) == min(ahead, 2)
+
+
+def test_the_next_sandbox_starts_only_once_the_taken_one_has_settled() -> None:
+    rec = Recorder()
+    up = threading.Event()
+    pool: WarmPool[str, str] = WarmPool(rec.make, rec.drop, rec.spec, settle=lambda _: up.wait(10))
+    pool.expect(["a:1", "a:2"], ahead=1)
+    assert pool.take("a:1") == "sandbox-for-a:1"  # taken once made, before it has settled
+    time.sleep(0.1)
+    assert rec.made == ["a:1"]  # a:2 waits: a:1's start still has the machine
+    up.set()
+    settle(rec, 2)
+    assert rec.made == ["a:1", "a:2"]
+    assert pool.take("a:2") == "sandbox-for-a:2"

@@ -464,7 +464,9 @@ class ContainerRuntime:
         self._users: dict[str, str] = {}
         self._lock = threading.Lock()
         self._terminal_type = "subprocess"
-        self._pool: WarmPool[Task, _Warm] = WarmPool(self._make_warm, self._drop_warm, self._warm_spec)
+        self._pool: WarmPool[Task, _Warm] = WarmPool(
+            self._make_warm, self._drop_warm, self._warm_spec, settle=self._settle_warm
+        )
 
     def prepare(self, run_dir: Path, tasks: list[Task], keep: frozenset[str] = frozenset()) -> None:
         """The sandbox image, and orphans of killed runs removed (``keep``: episode keys of this
@@ -642,6 +644,13 @@ class ContainerRuntime:
             self._drop_warm(warm)
             raise
         return warm
+
+    @staticmethod
+    def _settle_warm(warm: "_Warm") -> None:
+        """Until its tool server answers: its socket appears only once it accepts."""
+        deadline = time.monotonic() + _TOOLS_START_TIMEOUT_S
+        while not (warm.ipc_dir / "tools.sock").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
 
     @staticmethod
     def _drop_warm(warm: "_Warm") -> None:

@@ -7,11 +7,12 @@ so while episodes run, the next ones' sandboxes start, and an episode takes one 
 already under way) instead of starting its own.
 
 The pool knows the episodes to come in the order they will ask (``expect``) and keeps ``ahead``
-of them started; every ``take`` starts the next one, so a run starts no more sandboxes than it
-has episodes. ``discard`` ends whatever no episode took (the run's end, a stop). The pool holds
+of them started; every one taken starts the next (once it has settled: fully up), so a run
+starts no more sandboxes than it has episodes. ``discard`` ends whatever no episode took (the run's end, a stop). The pool holds
 no I/O of its own: ``make`` and ``drop`` (the runtime's) start and remove one sandbox.
 """
 
+import contextlib
 import threading
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable
@@ -26,6 +27,8 @@ class _Pending[W]:
     made: W | None = None
     error: BaseException | None = None
     abandoned: bool = False  # discarded while it started: its thread removes it
+    taken: bool = False
+    settled: bool = False  # fully up (or failed): the next one may start once it is taken
 
 
 class WarmPool[K, W]:
@@ -37,8 +40,9 @@ class WarmPool[K, W]:
         make: Callable[[K], W],
         drop: Callable[[W], None],
         spec: Callable[[K], Hashable | None],
+        settle: Callable[[W], None] = lambda _: None,
     ) -> None:
-        self._make, self._drop, self._spec = make, drop, spec
+        self._make, self._drop, self._spec, self._settle = make, drop, spec, settle
         self._lock = threading.Lock()
         self._upcoming: deque[tuple[Hashable, K]] = deque()
         self._started: dict[Hashable, deque[_Pending[W]]] = {}
@@ -65,8 +69,12 @@ class WarmPool[K, W]:
             pending = queue.popleft() if queue else None
         if pending is None:
             return None
-        self._start_next()  # one taken, the next one under way
         pending.ready.wait()
+        with self._lock:
+            pending.taken = True
+            settled = pending.settled
+        if settled:
+            self._start_next()  # one taken, the next one under way (else once this one settles)
         return pending.made
 
     def discard(self, wait_s: float = 60.0) -> None:
@@ -108,6 +116,17 @@ class WarmPool[K, W]:
                     self._drop(made)
             finally:
                 pending.ready.set()
+            if made is not None and not abandoned:
+                # The next one starts only once this one is fully up (settle: its tool server
+                # answers), so that the sandboxes episodes wait for do not share the machine
+                # with those started for later ones.
+                with contextlib.suppress(Exception):
+                    self._settle(made)
+            with self._lock:
+                pending.settled = True
+                taken = pending.taken
+            if taken:
+                self._start_next()
 
         # A daemon: a stopping run never waits for a sandbox nobody will use (the next run's
         # orphan sweep removes what it left).
