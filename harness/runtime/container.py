@@ -21,10 +21,8 @@ their episode still waits for verification in that very run).
 
 import contextlib
 import hashlib
-import io
 import os
 import shutil
-import tarfile
 import tempfile
 import threading
 import time
@@ -35,9 +33,9 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
-from harness.errors import HarnessError
 from harness.progress import console
 from harness.runtime.base import ContainerLimits
+from harness.runtime.container_files import export_dir, extract_tar, put_dir, stage_name
 from harness.runtime.images import AGENT_PYTHON, ensure_sandbox_image
 from harness.runtime.task_images import TaskImageError, build_task_image, image_workdir, resolve_task_images
 from harness.runtime.warm import WarmPool
@@ -242,7 +240,7 @@ class ContainerSandbox:
         # One exec for the set-up and the run (each exec is a process start in the engine, ~50 ms
         # of CPU): the files go to a fresh place nothing in the container can know beforehand,
         # and the exec moves them to where Harbor puts them.
-        stage = _stage_name()
+        stage = stage_name()
         put_dir(self.container, task.solution.parent, stage, owner=(0, 0), make=True)
         code, output = self.container.exec_run(
             [
@@ -279,7 +277,7 @@ class ContainerSandbox:
         timeout = task.limits.verify_timeout_s
         self._ensure_running()
         tests = TESTS_DIR
-        stage = _stage_name()
+        stage = stage_name()
         put_dir(self.container, task.tests_dir, stage, owner=(0, 0), make=True)
         env = {
             **(task.container.env if task.container else {}),
@@ -318,7 +316,7 @@ class ContainerSandbox:
         tail = stderr.decode(errors="replace")[-2000:] if stderr else ""
         timed_out = code in (124, 137)
         with tempfile.TemporaryDirectory(prefix="harness-reward-") as tmp:
-            if not _extract_tar(stdout or b"", Path(tmp)):  # no tar in the image: the engine's copy
+            if not extract_tar(stdout or b"", Path(tmp)):  # no tar in the image: the engine's copy
                 with contextlib.suppress(Exception):
                     export_dir(self.container, f"{LOGS_DIR}/verifier", Path(tmp))
             if not timed_out and (graded := grade_logs(task.tests_dir, Path(tmp))) is not None:
@@ -347,84 +345,6 @@ class ContainerSandbox:
             self.container.remove(force=True)
         if self._ipc_dir is not None:
             shutil.rmtree(self._ipc_dir, ignore_errors=True)
-
-
-def _stage_name() -> str:
-    """A path in the container that nothing there can have made or be waiting for."""
-    return f"/.harness-{uuid.uuid4().hex}"
-
-
-def _tar_of(src: Path, owner: tuple[int, int], under: str = "") -> bytes:
-    """``src``'s contents as a tar (entries relative to it, or under the directory ``under``),
-    every entry owned by ``owner``."""
-
-    def own(info: tarfile.TarInfo) -> tarfile.TarInfo:
-        info.uid, info.gid = owner
-        info.uname = info.gname = ""
-        return info
-
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        if under:
-            top = tarfile.TarInfo(under)
-            top.type, top.mode = tarfile.DIRTYPE, 0o755
-            tar.addfile(own(top))
-        for child in sorted(src.iterdir()) if src.is_dir() else ():
-            tar.add(child, arcname=f"{under}/{child.name}" if under else child.name, filter=own)
-    return buf.getvalue()
-
-
-def put_dir(
-    container: "Container", src: Path, dest: str, owner: tuple[int, int], *, make: bool = False
-) -> None:
-    """Copy the contents of ``src`` into ``dest`` in the container: a directory that exists, or
-    with ``make`` one the copy itself makes (parents included, ``dest`` owned by ``owner``)."""
-    under = dest.strip("/") if make else ""
-    data = _tar_of(src, owner, under)
-    if not container.put_archive("/" if under else dest, data):
-        raise HarnessError(f"could not copy {src} into {container.name}:{dest}")
-
-
-def _extract_safe(tar: tarfile.TarFile, dest: Path) -> None:
-    """Every member of a tar the container made into ``dest``, except those that would land outside
-    it (absolute names, ``..``, links out) or that are not plain files, directories or links inside:
-    the agent or its tests wrote them, not the harness."""
-    for member in tar:
-        # "./.git/x" is ".git/x": only the archive's own "." entry is dropped (stripping a
-        # leading "." from every name exported .git as git/ and .gitignore as gitignore).
-        name = member.name.removeprefix("./")
-        if name in ("", ".") or name.startswith("/"):
-            continue
-        member.name = name
-        try:
-            safe = tarfile.data_filter(member, str(dest))
-        except tarfile.FilterError:
-            continue
-        if safe is not None:
-            tar.extract(safe, dest, filter="fully_trusted")
-
-
-def _extract_tar(data: bytes, dest: Path) -> bool:
-    """``data``, a tar the container wrote, into ``dest``; False when it is not a tar."""
-    if not data:
-        return False
-    try:
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
-            _extract_safe(tar, dest)
-    except tarfile.TarError:
-        return False
-    return True
-
-
-def export_dir(container: "Container", path: str, dest: Path) -> None:
-    """The contents of ``path`` in the container into ``dest`` on this machine (see _extract_safe)."""
-    stream, _ = container.get_archive(path.rstrip("/") + "/.")
-    with tempfile.SpooledTemporaryFile(max_size=64 << 20) as spool:
-        for chunk in stream:
-            spool.write(chunk)
-        spool.seek(0)
-        with tarfile.open(fileobj=spool, mode="r|") as tar:
-            _extract_safe(tar, dest)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,95 @@
+"""Files into and out of a container, through the engine's archive calls and tars.
+
+What comes out was written inside the container (by the agent, or by tests that ran the agent's
+code): it is extracted only where it cannot reach outside its destination.
+"""
+
+import io
+import tarfile
+import tempfile
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from harness.errors import HarnessError
+
+if TYPE_CHECKING:
+    from docker.models.containers import Container
+
+
+def stage_name() -> str:
+    """A path in the container that nothing there can have made or be waiting for."""
+    return f"/.harness-{uuid.uuid4().hex}"
+
+
+def _tar_of(src: Path, owner: tuple[int, int], under: str = "") -> bytes:
+    """``src``'s contents as a tar (entries relative to it, or under the directory ``under``),
+    every entry owned by ``owner``."""
+
+    def own(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid, info.gid = owner
+        info.uname = info.gname = ""
+        return info
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        if under:
+            top = tarfile.TarInfo(under)
+            top.type, top.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(own(top))
+        for child in sorted(src.iterdir()) if src.is_dir() else ():
+            tar.add(child, arcname=f"{under}/{child.name}" if under else child.name, filter=own)
+    return buf.getvalue()
+
+
+def put_dir(
+    container: "Container", src: Path, dest: str, owner: tuple[int, int], *, make: bool = False
+) -> None:
+    """Copy the contents of ``src`` into ``dest`` in the container: a directory that exists, or
+    with ``make`` one the copy itself makes (parents included, ``dest`` owned by ``owner``)."""
+    under = dest.strip("/") if make else ""
+    data = _tar_of(src, owner, under)
+    if not container.put_archive("/" if under else dest, data):
+        raise HarnessError(f"could not copy {src} into {container.name}:{dest}")
+
+
+def extract_safe(tar: tarfile.TarFile, dest: Path) -> None:
+    """Every member of a tar the container made into ``dest``, except those that would land outside
+    it (absolute names, ``..``, links out) or that are not plain files, directories or links inside:
+    the agent or its tests wrote them, not the harness."""
+    for member in tar:
+        # "./.git/x" is ".git/x": only the archive's own "." entry is dropped (stripping a
+        # leading "." from every name exported .git as git/ and .gitignore as gitignore).
+        name = member.name.removeprefix("./")
+        if name in ("", ".") or name.startswith("/"):
+            continue
+        member.name = name
+        try:
+            safe = tarfile.data_filter(member, str(dest))
+        except tarfile.FilterError:
+            continue
+        if safe is not None:
+            tar.extract(safe, dest, filter="fully_trusted")
+
+
+def extract_tar(data: bytes, dest: Path) -> bool:
+    """``data``, a tar the container wrote, into ``dest``; False when it is not a tar."""
+    if not data:
+        return False
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
+            extract_safe(tar, dest)
+    except tarfile.TarError:
+        return False
+    return True
+
+
+def export_dir(container: "Container", path: str, dest: Path) -> None:
+    """The contents of ``path`` in the container into ``dest`` on this machine (see _extract_safe)."""
+    stream, _ = container.get_archive(path.rstrip("/") + "/.")
+    with tempfile.SpooledTemporaryFile(max_size=64 << 20) as spool:
+        for chunk in stream:
+            spool.write(chunk)
+        spool.seek(0)
+        with tarfile.open(fileobj=spool, mode="r|") as tar:
+            extract_safe(tar, dest)
