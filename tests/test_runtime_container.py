@@ -103,7 +103,9 @@ def test_smoke_suite_resolves_in_containers_with_the_scaffold_s_tools(client, tm
     created = [name for action, name in events if action == "create"]
     renamed = [name for action, name in events if action == "rename"]
     assert len(created) == len(SMOKE) and all("-warm-" in name for name in created), events
-    assert sorted(renamed) == sorted(container_name(run_label(run), episode_key("scripted", t, 1)) for t in SMOKE)
+    assert sorted(renamed) == sorted(
+        container_name(run_label(run), episode_key("scripted", t, 1)) for t in SMOKE
+    )
     assert {t: (r["status"], r["reward"], r["verified"]) for t, r in recs.items()} == {
         t: ("resolved", 1.0, True) for t in SMOKE
     }
@@ -467,4 +469,34 @@ def test_a_task_s_own_image_is_built_and_a_failing_build_errors_only_its_episode
     obs = observations(tmp_path / "run", "b-fix-app")
     assert "/app" in obs[0] and "agent" in obs[0]  # the image's WORKDIR, the unprivileged user
     assert "Fix add() in /app/calc.py." in json.dumps(requests[0])  # container paths stay as written
+    assert containers_of(client, tmp_path / "run") == []
+
+
+def test_a_sandbox_started_ahead_that_died_while_it_waited_is_not_handed_out(client, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from harness.runtime.container import ContainerRuntime
+    from harness.tasks import load_tasks
+
+    runtime = ContainerRuntime(client)
+    task = next(t for t in load_tasks("smoke") if t.id == "fix-add")
+    runtime.prepare(tmp_path / "run", [task])
+    runtime.warm_up([task, task], "subprocess", 1)
+    try:
+        deadline = time.monotonic() + 60
+        while not (warm := [c for c in containers_of(client, tmp_path / "run") if "-warm-" in c.name]):
+            assert time.monotonic() < deadline, "no container was started ahead"
+            time.sleep(0.05)
+        time.sleep(0.5)  # started (its tool server launched), then killed before an episode takes it
+        warm[0].kill()
+        sandbox = runtime.open(task, tmp_path / "ep", "scripted/fix-add/1", fresh=True)
+        try:
+            sandbox.start_tools("subprocess")
+            assert sandbox._client is not None
+            reply = sandbox._client.call("terminal", {"command": "ls"})
+            assert "calc.py" in json.dumps(reply), reply
+            assert sandbox.container.name == container_name(run_label(tmp_path / "run"), "scripted/fix-add/1")
+        finally:
+            sandbox.finish()
+            sandbox.close()
+    finally:
+        runtime.cool_down()
     assert containers_of(client, tmp_path / "run") == []

@@ -567,9 +567,16 @@ class ContainerRuntime:
 
     @staticmethod
     def _settle_warm(warm: "_Warm") -> None:
-        """Until its tool server answers: its socket appears only once it accepts."""
+        """Until its tool server answers (its socket appears only once it accepts), or its
+        container is gone."""
         deadline = time.monotonic() + _TOOLS_START_TIMEOUT_S
+        next_look = time.monotonic() + 1.0
         while not (warm.ipc_dir / "tools.sock").exists() and time.monotonic() < deadline:
+            if time.monotonic() > next_look:
+                warm.container.reload()  # raises when it was removed: settled all the same
+                if warm.container.status != "running":
+                    return
+                next_look = time.monotonic() + 1.0
             time.sleep(0.02)
 
     @staticmethod
@@ -588,6 +595,7 @@ class ContainerRuntime:
             if warm.container.status != "running":  # killed or stopped while it waited
                 raise RuntimeError(warm.container.status)
             warm.container.rename(container_name(self._run, key))
+            warm.container.reload()  # its name as the engine now has it (messages name it)
             with tempfile.TemporaryDirectory(prefix="harness-start-") as tmp:
                 if task.image is None:  # else the task's files are in its image
                     start = prepare_workspace(task, Path(tmp) / "ws")
