@@ -237,31 +237,13 @@ class ContainerSandbox:
             return False, f"{task.solution} is missing"
         timeout = task.limits.agent_timeout_s
         self._ensure_running()
-        # One exec for the set-up and the run (each exec is a process start in the engine, ~50 ms
-        # of CPU): the files go to a fresh place nothing in the container can know beforehand,
-        # and the exec moves them to where Harbor puts them.
-        stage = stage_name()
-        put_dir(self.container, task.solution.parent, stage, owner=(0, 0), make=True)
-        code, output = self.container.exec_run(
-            [
-                "sh",
-                "-c",
-                _SOLVE_SCRIPT,
-                "-",
-                SOLUTION_DIR,
-                stage,
-                LOGS_DIR,
-                self.agent_workdir,
-                "timeout",
-                "-k",
-                "5",
-                f"{timeout:g}",
-                "bash",
-                f"{SOLUTION_DIR}/{task.solution.name}",
-            ],
-            user="0",
-            workdir="/",  # the script goes there, once it exists
-            environment={**(task.container.env if task.container else {}), **task.solution_env},
+        code, output = self._staged_run(
+            _SOLVE_SCRIPT,
+            task.solution.parent,
+            SOLUTION_DIR,
+            task.solution.name,
+            timeout,
+            {**(task.container.env if task.container else {}), **task.solution_env},
         )
         tail = output.decode(errors="replace")[-2000:] if output else ""
         if code in (124, 137):
@@ -270,6 +252,32 @@ class ContainerSandbox:
             tail += f"\n[harness] solve.sh exited with {code}"
         return code == 0, tail
 
+    def _staged_run(
+        self,
+        script: str,
+        src: Path,
+        dest: str,
+        entry: str,
+        timeout: float,
+        env: dict[str, str],
+        *,
+        demux: bool = False,
+    ) -> Any:
+        """``src`` copied to ``dest`` and ``bash dest/entry`` run there as root within ``timeout``,
+        by ``script`` (_SOLVE_SCRIPT, _VERIFY_SCRIPT) in one exec: each exec is a process start in
+        the engine (~50 ms of CPU). The files go to a fresh place nothing in the container can
+        know beforehand, and the exec moves them to ``dest``."""
+        stage = stage_name()
+        put_dir(self.container, src, stage, owner=(0, 0), make=True)
+        return self.container.exec_run(
+            ["sh", "-c", script, "-", dest, stage, LOGS_DIR, self.agent_workdir,
+             "timeout", "-k", "5", f"{timeout:g}", "bash", f"{dest}/{entry}"],
+            user="0",
+            workdir="/",  # the script goes there, once it exists
+            environment=env,
+            demux=demux,
+        )  # fmt: skip
+
     def verify(self) -> VerifyResult:
         """The task's tests in this container, copied in only now, run as root with a time limit."""
         task = self.task
@@ -277,8 +285,6 @@ class ContainerSandbox:
         timeout = task.limits.verify_timeout_s
         self._ensure_running()
         tests = TESTS_DIR
-        stage = stage_name()
-        put_dir(self.container, task.tests_dir, stage, owner=(0, 0), make=True)
         env = {
             **(task.container.env if task.container else {}),
             **task.verifier_env,
@@ -288,30 +294,11 @@ class ContainerSandbox:
             "TEST_DIR": tests,  # Terminal-Bench's name for it
             "REWARD_FILE": f"{LOGS_DIR}/verifier/reward.txt",
         }
-        # One exec: set-up, the tests (their output, stdout and stderr in order, on stderr), then
-        # what they wrote in the verifier's log directory as a tar on stdout; fetching that with
-        # the engine's archive call instead costs more than the tests of a small task.
-        code, (stdout, stderr) = self.container.exec_run(
-            [
-                "sh",
-                "-c",
-                _VERIFY_SCRIPT,
-                "-",
-                tests,
-                stage,
-                LOGS_DIR,
-                self.agent_workdir,
-                "timeout",
-                "-k",
-                "5",
-                f"{timeout:g}",
-                "bash",
-                f"{tests}/test.sh",
-            ],
-            user="0",
-            workdir="/",  # the script goes there, once it exists
-            environment=env,
-            demux=True,
+        # The tests' output (stdout and stderr in order) on stderr, then what they wrote in the
+        # verifier's log directory as a tar on stdout: fetching that with the engine's archive
+        # call instead costs more than the tests of a small task.
+        code, (stdout, stderr) = self._staged_run(
+            _VERIFY_SCRIPT, task.tests_dir, tests, "test.sh", timeout, env, demux=True
         )
         tail = stderr.decode(errors="replace")[-2000:] if stderr else ""
         timed_out = code in (124, 137)

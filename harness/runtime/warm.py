@@ -25,7 +25,6 @@ class _Pending[W]:
 
     ready: threading.Event = field(default_factory=threading.Event)
     made: W | None = None
-    error: BaseException | None = None
     abandoned: bool = False  # discarded while it started: its thread removes it
     taken: bool = False
     settled: bool = False  # fully up (or failed): the next one may start once it is taken
@@ -103,10 +102,9 @@ class WarmPool[K, W]:
 
         def run() -> None:
             made: W | None = None
-            try:
+            # Nothing made: the episode that takes it starts its own (and meets the error).
+            with contextlib.suppress(BaseException):
                 made = self._make(item)
-            except BaseException as exc:  # the episode that takes it starts its own (and meets the error)
-                pending.error = exc
             try:
                 with self._lock:
                     abandoned = pending.abandoned
