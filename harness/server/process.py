@@ -103,6 +103,7 @@ class VLLMServer:
         self._stop_guard = threading.Lock()
         self._watchdog: threading.Thread | None = None
         self._scraper: MetricsScraper | None = None
+        self._scraped_busy = 0.0  # busy seconds of the earlier starts' timelines
         self._started_at = 0.0
         self._engines: list[psutil.Process] = []
 
@@ -340,6 +341,11 @@ class VLLMServer:
 
     @property
     def busy_seconds(self) -> float:
+        """Busy seconds over every start: from the timeline's own samples when /metrics is scraped
+        (server_stats.jsonl and the report's timeline are then one measure, not two samplers that
+        each misplace every busy edge by up to an interval), else the idle watchdog's."""
+        if self.config.metrics_interval:
+            return self._scraped_busy + (self._scraper.busy_s if self._scraper else 0.0)
         return self._tracker.busy_seconds if self._tracker else 0.0
 
     def check_alive(self) -> None:
@@ -425,6 +431,7 @@ class VLLMServer:
                 self._started_at = 0.0
             if self._scraper:
                 self._scraper.stop(self.stop_reason)
+                self._scraped_busy += self._scraper.busy_s
                 self._scraper = None
             self._lock.release()
         if self._watchdog and self._watchdog is not threading.current_thread():

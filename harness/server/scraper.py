@@ -39,6 +39,10 @@ class MetricsScraper:
         self.server = server
         self.interval = interval
         self.samples = 0
+        # Busy seconds by the timeline's own rule (results/timeline.py): a sample's interval is busy
+        # when a request runs or waits at it, or tokens were generated since the one before.
+        self.busy_s = 0.0
+        self._previous: MetricsSample | None = None
         self.stopped_note: str | None = None
         self._halt = threading.Event()
         self._stop_written = False
@@ -76,6 +80,14 @@ class MetricsScraper:
             self._stop_written = True
             self.event("stop", note=reason)
 
+    def _count_busy(self, sample: MetricsSample) -> None:
+        before = self._previous
+        if before is not None and (
+            sample.running + sample.waiting > 0 or sample.generation_tokens != before.generation_tokens
+        ):
+            self.busy_s += sample.t - before.t
+        self._previous = sample
+
     def _run(self) -> None:
         failures = 0
         last_error = ""
@@ -92,7 +104,9 @@ class MetricsScraper:
                 else:
                     failures = 0
                     if not self._halt.is_set():  # a scrape that straddled stop() belongs to no timeline
-                        self._write(MetricsSample(t=t, server=self.server, **values))
+                        sample = MetricsSample(t=t, server=self.server, **values)
+                        self._write(sample)
+                        self._count_busy(sample)
                         self.samples += 1
                 if failures >= MAX_FAILURES:
                     if self._halt.is_set():
