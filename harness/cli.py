@@ -127,12 +127,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 "device memory x utilization",
                 f"{plan.total_bytes / GiB:.1f} GiB x {plan.gpu_memory_utilization:.2f}",
             ),
-            ("KV budget", f"{plan.kv_budget_bytes / GiB:.2f} GiB = {max(plan.kv_tokens, 0):,} tokens"),
+            ("KV budget", f"{plan.kv_budget_bytes / GiB:.2f} GiB = {plan.kv_tokens:,} tokens"),
             ("max model len (model max)", f"{plan.max_model_len:,} ({plan.context_length:,})"),
             ("full-length sequences that fit", str(plan.full_sequences)),
-            ("recommended --max-model-len", f"{plan.recommended_max_model_len:,}"),
-            ("recommended --max-num-seqs", str(plan.recommended_max_num_seqs)),
         ]
+        if plan.recommended_max_model_len:  # none when not even a short sequence fits: see the advice
+            rows += [
+                ("recommended --max-model-len", f"{plan.recommended_max_model_len:,}"),
+                ("recommended --max-num-seqs", str(plan.recommended_max_num_seqs)),
+            ]
         if plan.free_bytes is not None:  # the detected GPU: what is free on it right now
             rows.append(
                 (
@@ -177,15 +180,22 @@ def _plan_replicas(
     if args.json:
         print(plan.model_dump_json(indent=2))
     else:
-        t = Table(
+        table = Table(
             title=f"replica plan: {escape(name)} on {plan.nodes} node(s) x {plan.gpus_per_node} {escape(plan.device)}",
             show_header=False,
         )
         rows = [
-            ("weights", f"{plan.weight_bytes / GiB:.2f} GiB"),
+            (
+                "weights",
+                f"{plan.weight_bytes / GiB:.2f} GiB ({plan.weight_bytes_per_gpu / GiB:.2f} GiB per GPU)",
+            ),
             ("tensor parallel (GPUs per replica)", str(plan.tensor_parallel)),
             ("replicas", f"{plan.replicas} ({plan.replicas_per_node} per node)"),
-            ("KV cache per replica", f"{plan.kv_tokens_per_replica:,} tokens"),
+            ("KV budget per GPU", f"{plan.kv_budget_per_gpu_bytes / GiB:.2f} GiB"),
+            (
+                "KV cache per replica",
+                f"{plan.kv_tokens_per_replica:,} tokens ({plan.kv_bytes_per_token_replica / 1024:.0f} KiB each)",
+            ),
             (
                 "full-length sequences per replica",
                 f"{plan.sequences_per_replica} of {plan.max_model_len:,} tokens",
@@ -195,8 +205,8 @@ def _plan_replicas(
         if plan.idle_gpus:
             rows.append(("GPUs left idle per node", str(plan.idle_gpus)))
         for k, v in rows:
-            t.add_row(k, v)
-        out.print(t)
+            table.add_row(k, v)
+        out.print(table)
         out.print(("[green]fits:[/] " if plan.fits else "[red]does not fit:[/] ") + escape(plan.advice))
         if plan.fits:
             out.print(  # the Ray executor makes this plan itself on the cluster's GPUs; this is the figure
