@@ -79,6 +79,20 @@ def cached() -> list[str]:
     return found
 
 
+def wait_for_free_server(limit_s: float = 3600) -> float:
+    """Seconds spent waiting for another vLLM server on this machine to end (one server per device:
+    the eval would be refused); the wait is not counted in the figure."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < limit_s:
+        busy = subprocess.run(
+            ["pgrep", "-f", "vllm.entrypoints.openai.api_server"], capture_output=True, check=False
+        )
+        if busy.returncode:
+            return time.monotonic() - t0
+        time.sleep(10)
+    raise SystemExit("another vLLM server held this machine for an hour: try again later")
+
+
 def run_timed(
     argv: list[str], cwd: Path, env: dict[str, str], log: Path
 ) -> tuple[int, list[tuple[float, str]]]:
@@ -186,10 +200,13 @@ def main() -> int:
             str(run_dir),
             *eval_args,
         ]
+        waited = wait_for_free_server()
+        if waited > 1:
+            print(f"waited {waited:.0f} s for another vLLM server on this machine to end (not counted)")
         print("running: " + " ".join(command[:6] + command[8:]))
         code, lines = run_timed(command, clone, env, tmp / "eval.log")
         phases += [(f"eval: {name}", s) for name, s in eval_phases(lines)]
-        total = time.monotonic() - t0
+        total = time.monotonic() - t0 - waited
         for name, seconds in phases:
             print(f"  {name:<55} {seconds:7.1f} s")
         print(
