@@ -310,10 +310,14 @@ def cmd_check(args: argparse.Namespace) -> int:
         for r in report.results:
             t.add_row(r.name, style[r.outcome], r.detail, r.fix or "")
         out.print(t)
+        warned = ", ".join(r.name for r in report.warnings)
         out.print(
-            "[green]scaffold check passed[/]"
-            if report.passed
-            else "[red]scaffold check failed[/]: see the fix column"
+            "[red]scaffold check failed[/]: see the fix column"
+            if not report.passed
+            else f"[yellow]scaffold check passed with {len(report.warnings)} warning(s)[/] ({escape(warned)}): "
+            "expect these in the episodes' format errors"
+            if warned
+            else "[green]scaffold check passed[/]"
         )
     return 0 if report.passed else 1
 
