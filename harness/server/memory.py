@@ -446,8 +446,8 @@ def plan_memory(
             )
         else:
             why = (
-                f"one {want_len}-token sequence needs {per_token * want_len / GiB:.1f} GiB of KV cache but only "
-                f"{kv.budget_per_gpu * t / GiB:.1f} GiB is left on {on}"
+                f"one {want_len}-token sequence needs {kv.bytes_per_token_per_gpu * t * want_len / GiB:.1f} GiB "
+                f"of KV cache but only {kv.budget_per_gpu * t / GiB:.1f} GiB is left on {on}"
             )
         hints = []
         if total is not None:
