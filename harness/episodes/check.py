@@ -312,7 +312,8 @@ def run_checks(
                     name="parser reads the template's format",
                     outcome="pass" if parsed else "fail",
                     detail=(
-                        f"parsed {turn.tool_calls[0].name}({turn.tool_calls[0].arguments})"
+                        f"parsed {shown_call(turn.tool_calls[0])} (the call's format was forced, its command "
+                        "left to the model in letters and spaces: an odd word there is the model's)"
                         if parsed
                         else f"the model emits {fmt} markup but it stayed in the text"
                         + (f" (parser: {parser})" if parser else "")
