@@ -34,8 +34,10 @@ def add_model_flags(
         flag = "--" + (rename or {}).get(name, name).replace("_", "-")
         kind = _base_type(field.annotation)
         help_text = field.description or ""
-        if field.default is not None and not field.is_required():
+        if field.default not in (None, ()) and not field.is_required():
             help_text += f" [default: {field.default}]"
+        extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+        metavar = str(extra["metavar"]) if "metavar" in extra else None
         if kind is bool:
             parser.add_argument(
                 flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_text
@@ -46,7 +48,7 @@ def add_model_flags(
                 dest=name,
                 action="append",
                 default=None,
-                metavar="ARG",
+                metavar=metavar or "ARG",
                 help=help_text + " (repeatable)",
             )
         else:
@@ -58,6 +60,7 @@ def add_model_flags(
                 type=conv,
                 choices=choices,
                 default=None,
+                metavar=metavar,
                 required=field.is_required() and not optional,
                 help=help_text,
             )

@@ -7,7 +7,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from rich.console import Console
 from rich.table import Table
@@ -17,10 +17,20 @@ from harness._text import clean
 from harness._text import markup as escape  # every string from a run, task or model is data
 from harness.errors import HarnessError
 
+if TYPE_CHECKING:
+    from harness.tasks.selection import TaskSelection
+
 out = Console()
 
 
 class _Parser(argparse.ArgumentParser):
+    """Every parser and subparser of the command line: no prefix matching (``--task`` would
+    otherwise be taken for ``--tasks`` and a mistyped flag for another), one-line errors."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:
         """One line, exit code 2: bad flags are the user's to fix, not a traceback."""
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -127,12 +137,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 "device memory x utilization",
                 f"{plan.total_bytes / GiB:.1f} GiB x {plan.gpu_memory_utilization:.2f}",
             ),
-            ("KV budget", f"{plan.kv_budget_bytes / GiB:.2f} GiB = {max(plan.kv_tokens, 0):,} tokens"),
+            ("KV budget", f"{plan.kv_budget_bytes / GiB:.2f} GiB = {plan.kv_tokens:,} tokens"),
             ("max model len (model max)", f"{plan.max_model_len:,} ({plan.context_length:,})"),
             ("full-length sequences that fit", str(plan.full_sequences)),
-            ("recommended --max-model-len", f"{plan.recommended_max_model_len:,}"),
-            ("recommended --max-num-seqs", str(plan.recommended_max_num_seqs)),
         ]
+        if plan.recommended_max_model_len:  # none when not even a short sequence fits: see the advice
+            rows += [
+                ("recommended --max-model-len", f"{plan.recommended_max_model_len:,}"),
+                ("recommended --max-num-seqs", str(plan.recommended_max_num_seqs)),
+            ]
         if plan.free_bytes is not None:  # the detected GPU: what is free on it right now
             rows.append(
                 (
@@ -177,15 +190,22 @@ def _plan_replicas(
     if args.json:
         print(plan.model_dump_json(indent=2))
     else:
-        t = Table(
+        table = Table(
             title=f"replica plan: {escape(name)} on {plan.nodes} node(s) x {plan.gpus_per_node} {escape(plan.device)}",
             show_header=False,
         )
         rows = [
-            ("weights", f"{plan.weight_bytes / GiB:.2f} GiB"),
+            (
+                "weights",
+                f"{plan.weight_bytes / GiB:.2f} GiB ({plan.weight_bytes_per_gpu / GiB:.2f} GiB per GPU)",
+            ),
             ("tensor parallel (GPUs per replica)", str(plan.tensor_parallel)),
             ("replicas", f"{plan.replicas} ({plan.replicas_per_node} per node)"),
-            ("KV cache per replica", f"{plan.kv_tokens_per_replica:,} tokens"),
+            ("KV budget per GPU", f"{plan.kv_budget_per_gpu_bytes / GiB:.2f} GiB"),
+            (
+                "KV cache per replica",
+                f"{plan.kv_tokens_per_replica:,} tokens ({plan.kv_bytes_per_token_replica / 1024:.0f} KiB each)",
+            ),
             (
                 "full-length sequences per replica",
                 f"{plan.sequences_per_replica} of {plan.max_model_len:,} tokens",
@@ -195,8 +215,8 @@ def _plan_replicas(
         if plan.idle_gpus:
             rows.append(("GPUs left idle per node", str(plan.idle_gpus)))
         for k, v in rows:
-            t.add_row(k, v)
-        out.print(t)
+            table.add_row(k, v)
+        out.print(table)
         out.print(("[green]fits:[/] " if plan.fits else "[red]does not fit:[/] ") + escape(plan.advice))
         if plan.fits:
             out.print(  # the Ray executor makes this plan itself on the cluster's GPUs; this is the figure
@@ -290,10 +310,14 @@ def cmd_check(args: argparse.Namespace) -> int:
         for r in report.results:
             t.add_row(r.name, style[r.outcome], r.detail, r.fix or "")
         out.print(t)
+        warned = ", ".join(r.name for r in report.warnings)
         out.print(
-            "[green]scaffold check passed[/]"
-            if report.passed
-            else "[red]scaffold check failed[/]: see the fix column"
+            "[red]scaffold check failed[/]: see the fix column"
+            if not report.passed
+            else f"[yellow]scaffold check passed with {len(report.warnings)} warning(s)[/] ({escape(warned)}): "
+            "expect these in the episodes' format errors"
+            if warned
+            else "[green]scaffold check passed[/]"
         )
     return 0 if report.passed else 1
 
@@ -347,6 +371,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 # `harness tasks verify` takes these EvalConfig fields as flags (and from the [eval] table).
 VERIFY_FIELDS = frozenset(
     {
+        "task",
+        "limit",
         "runtime",
         "skip_unsupported",
         "concurrency",
@@ -374,6 +400,8 @@ def cmd_tasks_verify(args: argparse.Namespace) -> int:
         image_map=config.image_map,
         skip_unsupported=config.skip_unsupported,
         concurrency=config.concurrency,
+        task=config.task,
+        limit=config.limit,
     )
     t = Table(title=f"tasks verify {escape(args.suite)} ({report.runtime} runtime)")
     for col in ("task", "reference solution", "untouched workspace", "detail"):
@@ -416,13 +444,29 @@ def cmd_export_preds(args: argparse.Namespace) -> int:
 
 
 # ---- harness compare / report / show -----------------------------------------------------------
+def task_selection(args: argparse.Namespace) -> "TaskSelection":
+    """--task / --limit of a command that reads runs; a bad --limit is one line."""
+    from pydantic import ValidationError
+
+    from harness.tasks.selection import TaskSelection
+
+    try:
+        return TaskSelection(**{k: v for k, v in model_values(args, TaskSelection).items() if v is not None})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise HarnessError(f"--{err['loc'][0]}: {err['msg']}") from None
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from harness.results.compare import compare
     from harness.results.runs import load_run
 
-    run_a = load_run(args.run_a)
+    selection = task_selection(args)
+    run_a = load_run(args.run_a, selection)
     run_b = (
-        run_a if args.run_b is None or args.run_b.resolve() == args.run_a.resolve() else load_run(args.run_b)
+        run_a
+        if args.run_b is None or args.run_b.resolve() == args.run_a.resolve()
+        else load_run(args.run_b, selection)
     )
     from harness.results.gate import threshold
 
@@ -495,7 +539,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     from harness.results.metrics import headline
     from harness.results.report import write_report
 
-    files = write_report(args.run, args.out, gpu_price=args.gpu_price)
+    files = write_report(args.run, args.out, gpu_price=args.gpu_price, selection=task_selection(args))
+    if files.selected:
+        out.print(f"tasks: {escape(files.selected)}")
     for w in files.warnings:
         out.print(f"[yellow]partial:[/] {escape(w)}")
     for m in files.metrics:
@@ -516,7 +562,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         show_all=args.all,
         status=args.status,
         loop=args.loop,
-        task=args.task,
+        task=tuple(args.task or ()),
         model=args.model,
         limit=args.limit,
     )
@@ -593,6 +639,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The whole command line; ``command``, the subcommand about to be parsed, leaves out the flags
     that only other commands take from EvalConfig (importing harness.evaluate costs ~0.2 s of CPU,
     a tenth of what `harness loops` spends on 60,000 turns)."""
+    from harness.tasks.selection import TaskSelection
+
     eval_flags = command in (None, "eval", "tasks")
     p = _Parser(prog="harness", description="Evaluate fine-tuned language models as coding agents.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -696,6 +744,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         metavar="FILE",
         help="also write the comparison page (flipped tasks side by side)",
     )
+    add_model_flags(cmp, TaskSelection, optional=True)
     cmp.set_defaults(func=cmd_compare)
 
     rep = sub.add_parser("report", help="report.md, report.html, metrics.csv and plots for a run")
@@ -704,6 +753,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     rep.add_argument(
         "--gpu-price", type=float, metavar="PRICE", help="cost of one GPU-hour, for the server's cost"
     )
+    add_model_flags(rep, TaskSelection, optional=True)
     rep.set_defaults(func=cmd_report)
 
     sh = sub.add_parser(
@@ -720,7 +770,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         help="list only this status",
     )
     sh.add_argument("--loop", help="list only this loop kind (or any, none)")
-    sh.add_argument("--task", help="list only this task")
+    sh.add_argument(
+        "--task",
+        action="append",
+        metavar="PATTERN",
+        help="list only the tasks whose id matches this glob (repeatable)",
+    )
     sh.add_argument("--model", help="list only this model")
     sh.add_argument(
         "--limit", type=int, default=50, metavar="N", help="list at most N episodes (0: all) [default: 50]"

@@ -52,7 +52,8 @@ from harness.server.endpoint import (
     group_by_server,
     share_servers,
 )
-from harness.tasks import Task, load_tasks
+from harness.tasks import Task, load_suite, select_tasks
+from harness.tasks.selection import TaskLimit, TaskPatterns, narrow
 from harness.tasks.verify import kill_running_tests
 
 
@@ -69,6 +70,8 @@ class EvalConfig(BaseModel):
     )
     seeds: int = Field(1, ge=1, le=100, description="Seeds per task.")
     tasks: str = Field("smoke", description="Built-in suite, a directory of tasks, or a SWE-bench .jsonl.")
+    task: TaskPatterns = ()
+    limit: TaskLimit = None
     skip_unsupported: bool = Field(
         False, description="Skip tasks this runtime cannot run (listing them) instead of stopping."
     )
@@ -361,9 +364,11 @@ def _run_eval(config: EvalConfig, stop: threading.Event, counts: dict[str, Any])
         ),
         config.image_map,
     )
-    tasks = load_tasks(
-        config.tasks, skip_unsupported=config.skip_unsupported, images=runtime.name == "docker"
+    images = runtime.name == "docker"
+    suite_tasks = narrow(
+        load_suite(config.tasks, images=images), config.task, config.limit, where=config.tasks
     )
+    tasks = select_tasks(suite_tasks, config.tasks, skip_unsupported=config.skip_unsupported, images=images)
     suite = tasks[0].suite
     run_dir = config.run_dir or Path("results") / f"{suite}-{time.strftime('%Y%m%d-%H%M%S')}"
     store = RunStore(run_dir)

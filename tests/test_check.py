@@ -127,3 +127,74 @@ def test_wrong_served_model_and_unreachable_server() -> None:
     assert (
         missing.returncode == 2 and "--served-model" in missing.stderr and "Traceback" not in missing.stderr
     )
+
+
+def check_cli(response: ScriptedResponse) -> tuple[int, str]:
+    """`harness check --base-url` against a replay server that answers the free probe with ``response``."""
+    with ReplayServer(ReplayScript(model="m", responses=[response])) as server:
+        done = run_harness("check", "--base-url", server.base_url, "--served-model", "m", env=WIDE)
+    assert "Traceback" not in done.stderr
+    return done.returncode, " ".join(done.stdout.split())
+
+
+WIDE = {**__import__("os").environ, "COLUMNS": "400"}
+
+
+def test_a_call_to_an_unknown_tool_is_a_warning_named_in_the_verdict() -> None:
+    """The fine-tune that later made 0.41 unknown-tool calls per turn passed `check`: its probe's
+    call to an invented tool was a warn row under a green "scaffold check passed", shown as
+    `trmall({"command": "ls"})`. Now the row says it is an unknown tool and the verdict warns."""
+    code, text = check_cli(
+        ScriptedResponse(tool_calls=[ScriptedCall(name="trmall", arguments={"command": "ls"})])
+    )
+    assert code == 0  # the model's habit, not the scaffold's wiring: no failure
+    assert 'parsed tool \'trmall\', arguments {"command": "ls"}' in text
+    assert "format errors: unknown tool 'trmall'" in text
+    assert "scaffold check passed with 1 warning(s) (free probe: model's own tool call)" in text
+    assert "scaffold check passed with" in text and "[green]" not in text
+
+    code, text = check_cli(
+        ScriptedResponse(tool_calls=[ScriptedCall(name="terminal", arguments={"command": "ls"})])
+    )
+    assert code == 0 and 'parsed tool \'terminal\', arguments {"command": "ls"}' in text
+    assert text.endswith("scaffold check passed")
+
+
+def test_the_free_probe_uses_the_episodes_format_validation() -> None:
+    """Each category an episode would count is a warning with what it costs; markup in the text is
+    a failure only when the parser was not shown to read the template's format."""
+    from harness.episodes.check import free_probe_result
+    from harness.monitor import ToolCall, Turn
+
+    schemas = load_scaffold().tool_schemas()
+    markup = '<tool_call>\n{"name": "terminal", "arguments": {"command": "ls"\n</tool_call>'  # broken JSON
+    turn = Turn(index=0, text=markup, tool_calls=(), finish_reason="stop")
+    unverified = free_probe_result(turn, schemas)
+    assert unverified.outcome == "fail" and unverified.fix == "pass --tool-call-parser hermes"
+    verified = free_probe_result(turn, schemas, template_format="hermes", parser_read=True)
+    assert verified.outcome == "warn" and "the model's own call is malformed" in verified.detail
+    other = free_probe_result(
+        Turn(index=0, text="<function=terminal>\n<parameter=command>\nls\n</parameter>\n</function>"),
+        schemas,
+        template_format="hermes",
+        parser_read=True,
+    )
+    assert (
+        other.outcome == "warn" and "qwen3_coder markup" in other.detail and "teaches hermes" in other.detail
+    )
+
+    beside = Turn(
+        index=0, text="<tool_call>", tool_calls=(ToolCall(name="terminal", arguments='{"command": "ls"}'),)
+    )
+    row = free_probe_result(beside, schemas, template_format="hermes", parser_read=True)
+    assert row.outcome == "warn" and "beside tool 'terminal'" in row.detail
+
+    bad_args = Turn(index=0, tool_calls=(ToolCall(name="terminal", arguments='{"cmd": "ls"}'),))
+    row = free_probe_result(bad_args, schemas, parser_read=True)
+    assert row.outcome == "warn" and "missing_required" in row.detail and "unexpected_param" in row.detail
+
+    alias = Turn(index=0, tool_calls=(ToolCall(name="execute_bash", arguments='{"command": "ls"}'),))
+    row = free_probe_result(alias, schemas, parser_read=True)
+    assert (
+        row.outcome == "pass" and "execute_bash -> terminal (the scaffold repairs it)" in row.detail
+    )  # SDK alias

@@ -8,8 +8,11 @@ Checks, each pass / warn / fail with the fix:
 5. the server's tool-call parser reads that format: the probe's output is constrained to the
    template's own tool-call text (structured outputs), so this checks the parser, not the model;
 6. the parsed arguments validate against the scaffold's schema;
-7. a free probe: what the model does unconstrained (prose is a warning: a weak model, not a
-   broken scaffold; markup left in the text is a failure: the parser does not match).
+7. a free probe: what the model does unconstrained, through the episodes' own format validation
+   (monitor.validate_turn): a clean call to a scaffold tool passes; prose, an unknown tool, bad
+   arguments or markup left in the text are warnings (what the model will do in episodes, which
+   the scaffold cannot fix); markup fails only when the parser was not shown to read the
+   template's format (then the parser is the likely cause).
 Rendering uses vLLM's /tokenize + /detokenize; where a server lacks them, checks 2-5 are skipped.
 """
 
@@ -22,7 +25,7 @@ import openai
 from pydantic import BaseModel
 
 from harness.episodes.scaffold import Scaffold
-from harness.monitor import FormatCategory, ToolCall, Turn, find_markup, validate_turn
+from harness.monitor import FormatCategory, ToolCall, ToolSchemas, Turn, find_markup, validate_turn
 from harness.monitor.formats import PARSER_FOR_MARKUP
 
 Outcome = Literal["pass", "warn", "fail", "skip"]
@@ -47,6 +50,10 @@ class CheckReport(BaseModel):
     @property
     def passed(self) -> bool:
         return not any(r.outcome == "fail" for r in self.results)
+
+    @property
+    def warnings(self) -> list[CheckResult]:
+        return [r for r in self.results if r.outcome == "warn"]
 
 
 class _Server:
@@ -106,6 +113,75 @@ def _turn_from(completion: Any) -> Turn:
     )
     return Turn(
         index=0, text=choice.message.content or "", tool_calls=calls, finish_reason=choice.finish_reason
+    )
+
+
+def shown_call(call: ToolCall) -> str:
+    """A parsed call as the scaffold receives it: the name, then the arguments as parsed JSON (the
+    raw string when it is not JSON), so what the parser produced reads as data, not as code."""
+    try:
+        args = json.dumps(json.loads(call.arguments), ensure_ascii=False) if call.arguments.strip() else "{}"
+    except (json.JSONDecodeError, RecursionError):
+        args = f"unparsable {call.arguments[:60]!r}"
+    return f"tool {call.name!r}, arguments {args[:80]}"
+
+
+def free_probe_result(
+    turn: Turn, schemas: ToolSchemas, *, template_format: str | None = None, parser_read: bool = False
+) -> CheckResult:
+    """The free probe judged by the episodes' own format validation (monitor.validate_turn, the
+    same categories an eval counts): a clean call passes; every category an episode would count
+    is a warning (the model's habits, not the scaffold's wiring), named with what it would cost;
+    markup left in the text fails only when the parser was not shown to read the template's
+    format (then it is the likeliest cause, and the fix names the parser)."""
+    name = "free probe: model's own tool call"
+    check = validate_turn(turn, schemas)
+    cats = [e.category for e in check.errors]
+    repaired = "; ".join(f"{r.original} -> {r.repaired} (the scaffold repairs it)" for r in check.repairs)
+    calls = "; ".join(shown_call(c) for c in turn.tool_calls)
+    if FormatCategory.tool_call_in_content in cats and check.markup:
+        markup = check.markup
+        fix_parser = f"pass --tool-call-parser {PARSER_FOR_MARKUP.get(markup, markup)}"
+        where = f"{markup} markup left in the text" + (f" beside {calls}" if calls else "")
+        if not parser_read:
+            return CheckResult(
+                name=name, outcome="fail", detail=f"{where}: {turn.text[:80]!r}", fix=fix_parser
+            )
+        why = (
+            "the parser reads this format (above), so the model's own call is malformed"
+            if markup == template_format
+            else f"the template teaches {template_format or 'another'} format"
+        )
+        return CheckResult(
+            name=name,
+            outcome="warn",
+            detail=f"{where} ({why}): {turn.text[:80]!r}",
+            fix="episodes count these as tool_call_in_content: the model's calls are lost, not run",
+        )
+    if not turn.tool_calls:
+        return CheckResult(
+            name=name,
+            outcome="warn",
+            detail=f"answered without a tool call: {turn.text[:80]!r}",
+            fix="a model that does not call tools scores low in agent episodes; the scaffold is not at fault",
+        )
+    unknown = [e.tool or "?" for e in check.errors if e.category == FormatCategory.unknown_tool]
+    others = sorted({e.category.value for e in check.errors if e.category != FormatCategory.unknown_tool})
+    problems = ([f"unknown tool {', '.join(map(repr, unknown))}"] if unknown else []) + others
+    detail = f"parsed {calls}" + (f"; {repaired}" if repaired else "")
+    if not problems:
+        return CheckResult(name=name, outcome="pass", detail=detail)
+    known = ", ".join(sorted(schemas.parameters))
+    return CheckResult(
+        name=name,
+        outcome="warn",
+        detail=f"{detail}; format errors: {', '.join(problems)}",
+        fix=(
+            f"the model calls tools the scaffold does not have (it has {known}): episodes count "
+            "unknown_tool errors and the calls do nothing"
+            if unknown
+            else "episodes count these format errors (harness show lists them per turn)"
+        ),
     )
 
 
@@ -236,7 +312,8 @@ def run_checks(
                     name="parser reads the template's format",
                     outcome="pass" if parsed else "fail",
                     detail=(
-                        f"parsed {turn.tool_calls[0].name}({turn.tool_calls[0].arguments})"
+                        f"parsed {shown_call(turn.tool_calls[0])} (the call's format was forced, its command "
+                        "left to the model in letters and spaces: an odd word there is the model's)"
                         if parsed
                         else f"the model emits {fmt} markup but it stayed in the text"
                         + (f" (parser: {parser})" if parser else "")
@@ -266,36 +343,6 @@ def run_checks(
     free = srv.client.chat.completions.create(
         model=model, tools=tools, max_tokens=256, temperature=0, seed=0, messages=messages
     )  # type: ignore[arg-type]
-    turn = _turn_from(free)
-    check = validate_turn(turn, schemas)
-    cats = {e.category for e in check.errors}
-    if FormatCategory.tool_call_in_content in cats:
-        markup = check.markup or "tool-call"
-        results.append(
-            CheckResult(
-                name="free probe: model's own tool call",
-                outcome="fail",
-                detail=f"{markup} markup left in the text: {turn.text[:80]!r}",
-                fix=f"pass --tool-call-parser {PARSER_FOR_MARKUP.get(markup, markup)}",
-            )
-        )
-    elif not turn.tool_calls:
-        results.append(
-            CheckResult(
-                name="free probe: model's own tool call",
-                outcome="warn",
-                detail=f"answered without a tool call: {turn.text[:80]!r}",
-                fix="a model that does not call tools scores low in agent episodes; the scaffold is not at fault",
-            )
-        )
-    else:
-        bad = ", ".join(sorted(c.value for c in cats)) or None
-        results.append(
-            CheckResult(
-                name="free probe: model's own tool call",
-                outcome="warn" if bad else "pass",
-                detail=f"{turn.tool_calls[0].name}({turn.tool_calls[0].arguments[:60]})"
-                + (f"; format errors: {bad}" if bad else ""),
-            )
-        )
+    parser_read = any(r.name == "parser reads the template's format" and r.outcome == "pass" for r in results)
+    results.append(free_probe_result(_turn_from(free), schemas, template_format=fmt, parser_read=parser_read))
     return CheckReport(model=model, base_url=base_url, template_format=fmt, results=results)

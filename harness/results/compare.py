@@ -155,6 +155,7 @@ def compare(
         raise HarnessError(f"--model-a and --model-b are both {ma}: name two different models")
     notes = [] if a is b else _check_comparable(a, b, force)
     notes += [f"{run.name}: {w}" for run in ([a] if a is b else [a, b]) for w in run.warnings]
+    notes += [f"{run.name}: {run.selected}" for run in ([a] if a is b else [a, b]) if run.selected]
     da, db = _scored(a, ma), _scored(b, mb)
     ta, tb = (d.groupby("task_id")["score"].agg(["mean", "count"]) for d in (da, db))
     common = sorted(set(ta.index) & set(tb.index) & set(a.tasks) & set(b.tasks))

@@ -19,6 +19,7 @@ from harness.results.episode_view import EpisodeView, episode_id, load_episode
 from harness.results.metrics import ModelMetrics, model_metrics, per_seed
 from harness.results.runs import RunData, load_run
 from harness.results.store import EpisodeRecord
+from harness.tasks.selection import TaskSelection
 
 EMBED_LIMIT = 300  # trajectories embedded in report.html; beyond that, the problematic ones first
 _TEXT_LIMIT = 4000
@@ -32,6 +33,7 @@ class ReportFiles:
     plots: dict[str, Path]
     metrics: list[ModelMetrics]
     warnings: list[str]
+    selected: str | None = None  # --task / --limit: "3 of 20 tasks (...)"
 
 
 def run_schemas(run: RunData) -> ToolSchemas | None:
@@ -44,13 +46,19 @@ def run_schemas(run: RunData) -> ToolSchemas | None:
         return None
 
 
-def write_report(path: Path, out_dir: Path | None = None, gpu_price: float | None = None) -> ReportFiles:
-    """Write the report of the run at ``path``; ``gpu_price`` (per GPU-hour) adds the server's cost."""
+def write_report(
+    path: Path,
+    out_dir: Path | None = None,
+    gpu_price: float | None = None,
+    selection: TaskSelection | None = None,
+) -> ReportFiles:
+    """Write the report of the run at ``path``; ``gpu_price`` (per GPU-hour) adds the server's cost;
+    ``selection`` (--task / --limit) reports those tasks only."""
     if gpu_price is not None and not (gpu_price >= 0 and math.isfinite(gpu_price)):
         raise HarnessError(
             f"--gpu-price {gpu_price:g}: must be a price per GPU-hour, 0 or more (e.g. --gpu-price 2.5)"
         )
-    run = load_run(path)
+    run = load_run(path, selection)
     out = out_dir or run.root
     out.mkdir(parents=True, exist_ok=True)
     with console.status(f"aggregating {len(run.episodes)} episodes"):
@@ -76,7 +84,15 @@ def write_report(path: Path, out_dir: Path | None = None, gpu_price: float | Non
         views = _episode_views(run)
         page = out / "report.html"
         page.write_text(_html(run, metrics, seeds, files, views, server))
-    return ReportFiles(markdown=md, html=page, csv=csv, plots=files, metrics=metrics, warnings=run.warnings)
+    return ReportFiles(
+        markdown=md,
+        html=page,
+        csv=csv,
+        plots=files,
+        metrics=metrics,
+        warnings=run.warnings,
+        selected=run.selected,
+    )
 
 
 def metrics_table(metrics: list[ModelMetrics], seeds: pd.DataFrame) -> pd.DataFrame:
@@ -224,6 +240,8 @@ def _markdown(
     server: list[str],
 ) -> str:
     parts = [f"# harness report: {run.name}", ""]
+    if run.selected:  # the server's seconds stay the whole run's: they cannot be split by task
+        parts += [f"Tasks: {run.selected}; server time is the whole run's.", ""]
     if run.warnings:
         parts += ["**Partial results:**", "", *(f"- {w}" for w in run.warnings), ""]
     parts += [_md_table(_SUMMARY_HEAD, [_summary_rows(m) for m in metrics]), ""]

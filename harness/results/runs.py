@@ -17,6 +17,7 @@ from harness.errors import HarnessError
 from harness.results._gc import gc_paused
 from harness.results.store import EpisodeRecord
 from harness.results.timeline import Timeline, load_timeline
+from harness.tasks.selection import TaskSelection, select_ids
 
 _RECORDS = TypeAdapter(list[EpisodeRecord])
 _CHUNK = 5000  # lines validated at once on the fast path
@@ -33,6 +34,7 @@ class RunData:
     latest: list[EpisodeRecord] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     timeline: Timeline | None = None  # the server's /metrics samples (server_metrics.jsonl), if any
+    selected: str | None = None  # "3 of 20 tasks (--task csv-*)" when --task / --limit narrowed the run
 
     @property
     def name(self) -> str:
@@ -59,8 +61,11 @@ class RunData:
 
 
 @gc_paused
-def load_run(path: Path) -> RunData:
-    """Read RUN (a run directory or its episodes.jsonl); raise HarnessError for what cannot be a run."""
+def load_run(path: Path, selection: TaskSelection | None = None) -> RunData:
+    """Read RUN (a run directory or its episodes.jsonl); raise HarnessError for what cannot be a run.
+
+    ``selection`` (--task / --limit) keeps the episodes of those tasks only, as if the run had
+    been made on them: missing episodes and rates are counted over the selected tasks."""
     root = path.parent if path.name == "episodes.jsonl" else path
     if not root.exists():
         raise HarnessError(f"{path}: no such run directory")
@@ -81,6 +86,15 @@ def load_run(path: Path) -> RunData:
         raise HarnessError(
             f"{root}: no episode recorded yet (episodes.jsonl is empty); run harness eval first"
         )
+    selected = None
+    if selection is not None and selection.active:
+        every = set(manifest.get("tasks") or ()) | {r.task_id for r in records}
+        keep = set(select_ids(every, selection.task, selection.limit, where=f"the run {root}"))
+        records = [r for r in records if r.task_id in keep]
+        manifest = {**manifest, "tasks": sorted(keep)}
+        selected = selection.describe(len(keep), len(every))
+        if not records:
+            raise HarnessError(f"{root}: no episode of the selected {selected} is recorded yet")
     latest, frame = _latest(records)
     _check_complete(frame, latest, manifest, warnings)
     return RunData(
@@ -91,6 +105,7 @@ def load_run(path: Path) -> RunData:
         server=_server_stats(root, warnings),
         warnings=warnings,
         timeline=load_timeline(root),
+        selected=selected,
     )
 
 

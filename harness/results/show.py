@@ -17,6 +17,7 @@ from harness.results.episode_view import EpisodeView, episode_id, find_episode, 
 from harness.results.report import run_schemas
 from harness.results.runs import RunData, load_run
 from harness.results.store import EpisodeRecord
+from harness.tasks.selection import select_ids
 
 _OBS_LIMIT = 1500
 # Rows of the episode list by default: a table of 250,000 rows took 260 s and 2.9 GB to draw.
@@ -28,10 +29,18 @@ def list_episodes(
     *,
     status: str | None = None,
     loop: str | None = None,
-    task: str | None = None,
+    task: str | tuple[str, ...] | None = None,
     model: str | None = None,
 ) -> list[EpisodeRecord]:
+    """The run's episodes that match every filter; ``task`` is a glob or several (any of them), each
+    of which must match a task of the run (a typo is an error, not an empty list)."""
     records = run.records()
+    patterns = (task,) if isinstance(task, str) else tuple(task or ())
+    tasks = (
+        set(select_ids({r.task_id for r in records}, patterns, where=f"the run {run.root}"))
+        if patterns
+        else None
+    )
     kinds = {r.loop.kind.value for r in records if r.loop} | {"any", "none"}
     if loop is not None and loop not in kinds:
         raise HarnessError(f"--loop {loop}: no episode has this loop kind (here: {', '.join(sorted(kinds))})")
@@ -47,7 +56,7 @@ def list_episodes(
         r
         for r in records
         if (not status or r.status == status)
-        and (not task or r.task_id == task)
+        and (tasks is None or r.task_id in tasks)
         and (not model or r.model == model)
         and loop_matches(r)
     ]
@@ -171,7 +180,7 @@ def show(
     show_all: bool = False,
     status: str | None = None,
     loop: str | None = None,
-    task: str | None = None,
+    task: str | tuple[str, ...] | None = None,
     model: str | None = None,
     limit: int = LIST_LIMIT,
 ) -> None:

@@ -45,7 +45,8 @@ def build_launch(
     port: int,
     on_cpu: bool,
 ) -> Launch:
-    max_len = config.max_model_len or plan.recommended_max_model_len
+    # a plan that fits always recommends both; the planned length is the fallback for mypy's sake
+    max_len = config.max_model_len or plan.recommended_max_model_len or plan.max_model_len
     argv: list[str] = [
         str(python),
         "-m",
@@ -64,7 +65,7 @@ def build_launch(
         "--max-model-len",
         str(max_len),
         "--max-num-seqs",
-        str(config.max_num_seqs or plan.recommended_max_num_seqs),
+        str(config.max_num_seqs or plan.recommended_max_num_seqs or 1),
         "--disable-uvicorn-access-log",
     ]
     env: dict[str, str] = {}

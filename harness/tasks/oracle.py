@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from harness.errors import HarnessError
 from harness.tasks.loader import Skipped, Task, load_suite, select_tasks
+from harness.tasks.selection import narrow
 from harness.tasks.verify import VerifyResult
 
 if TYPE_CHECKING:
@@ -137,13 +138,16 @@ def verify_suite(
     skip_unsupported: bool = False,
     concurrency: int = 1,
     on_done: Callable[[TaskCheck], None] | None = None,
+    task: tuple[str, ...] = (),
+    limit: int | None = None,
 ) -> SuiteCheck:
     """``harness tasks verify``: load the suite (unreadable task directories listed, not fatal),
-    pick the runtime, check every task."""
+    pick the runtime, check every task (or those ``task`` globs and ``limit`` select)."""
     from harness.runtime.select import get_runtime
 
     rt = get_runtime(runtime, limits, image_map)
     suite = load_suite(suite_or_path, images=rt.name == "docker")
+    suite = narrow(suite, task, limit, where=suite_or_path)
     tasks = select_tasks(suite, suite_or_path, skip_unsupported=skip_unsupported, images=rt.name == "docker")
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="harness-verify-") as tmp:
