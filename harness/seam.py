@@ -1,0 +1,161 @@
+"""The episode seam's contracts: what every scaffold, sandbox, model endpoint and executor agrees on.
+
+A low module on purpose: it imports only pydantic, the monitor's records and the task model, and
+everything else depends on it, never the other way round. Each contract is the smallest set of
+verbs its users need (mini-swe-agent's ``Environment.execute``, Inspect's ``SandboxEnvironment``,
+the OpenHands SDK's ``BaseWorkspace`` were the anchors):
+
+- ``EpisodeSpec``: one episode to run (task, seed, model, scaffold, limits), scaffold-neutral;
+- ``Sandbox``: where an episode's commands run: exec / read / write / copy in / copy out / close;
+- ``ModelEndpoint``: an OpenAI URL ending in ``/v1`` and the name requests carry, brought up and
+  given back on demand, its server's facts as data (never the server object);
+- ``EpisodeRunner``: run(spec, sandbox, endpoint) -> ``EpisodeOutcome`` (turns as ``Turn`` records);
+- ``Executor``: specs in, outcomes out, as they finish (threads, Ray).
+"""
+
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness.monitor import LoopFinding, Turn
+from harness.tasks.loader import Task
+
+EpisodeStatus = Literal["finished", "loop_stopped", "max_iterations", "stuck", "error"]
+
+
+class EpisodeSpec(BaseModel):
+    """One episode: which task, seed, model and scaffold, with what limits, writing where."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    key: str = Field(description="The episode's key in the run (model/task/seedN, scaffold-qualified).")
+    task: Task
+    seed: int = Field(ge=1)
+    model: str = Field(description="The model name the records carry.")
+    scaffold: str = Field(description="The scaffold's short name (scaffolds/NAME).")
+    out_dir: Path = Field(description="The episode's directory in the run (absolute).")
+    max_iterations: int | None = Field(None, ge=1, description="Model turns at most (None: scaffold's).")
+    temperature: float | None = Field(None, ge=0, le=2, description="None: the scaffold's sampling.")
+    time_limit_s: float | None = Field(None, gt=0, description="Wall time of the agent's part.")
+
+
+class ExecResult(BaseModel):
+    """What a command in a sandbox did: its exit code (None when it timed out) and its output
+    (stdout and stderr as they came, decoded, replacing undecodable bytes)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    exit_code: int | None
+    output: str
+    timed_out: bool = False
+
+
+class Sandbox(Protocol):
+    """Where an episode's commands run: a local directory or a container. Paths are as commands
+    in the sandbox see them; ``workdir`` is the agent's working directory."""
+
+    @property
+    def workdir(self) -> str: ...
+
+    def exec(
+        self,
+        cmd: str | Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        user: str | None = None,
+    ) -> ExecResult:
+        """Run ``cmd`` (a string: through ``bash -c``) and wait for it, at most ``timeout`` seconds;
+        everything it started ends with it. ``user``: None is the agent's user, ``"root"`` root."""
+        ...
+
+    def read(self, path: str) -> bytes: ...
+
+    def write(self, path: str, data: bytes) -> None: ...
+
+    def copy_in(self, src: Path, dest: str) -> None:
+        """A host file or directory copied to ``dest`` in the sandbox (links copied as links)."""
+        ...
+
+    def copy_out(self, src: str, dest: Path) -> None:
+        """``src`` of the sandbox copied to ``dest`` on the host (links never followed out)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class ServerFacts(BaseModel):
+    """What a model server did in a run, as data: seconds up and busy over every start."""
+
+    model_config = ConfigDict(frozen=True)
+
+    up_s: float = 0.0
+    busy_s: float = 0.0
+    starts: int = 0
+
+
+class ModelEndpoint(Protocol):
+    """Where an episode's model requests go (managed vLLM, a server someone runs, replay, proxy)."""
+
+    name: str  # the model name requests carry
+    path: str  # what the episode record calls the model (checkpoint path or the name)
+
+    @property
+    def openai_url(self) -> str: ...
+
+    @property
+    def api_key(self) -> str: ...
+
+    def ensure_up(self) -> None: ...
+
+    def healthy(self) -> bool: ...
+
+    def release(self) -> None: ...
+
+    def facts(self) -> ServerFacts | None:
+        """The server's up and busy seconds so far (None: nothing the harness runs)."""
+        ...
+
+
+class EpisodeOutcome(BaseModel):
+    """What a runner hands back, whatever the scaffold: the driver turns it into a record."""
+
+    model_config = ConfigDict(frozen=True)
+
+    status: EpisodeStatus
+    turns: list[Turn]
+    loop: LoopFinding | None = None
+    error: str | None = None
+    error_type: str | None = None
+    wall_s: float = 0.0
+    llm_s: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    timed_out: bool = False
+    infra: bool = False  # failed because of the infrastructure: retried, never scored
+    stopped: bool = False  # the run was stopped while it ran: it is not recorded
+    details: dict[str, str] = Field(
+        default_factory=dict, description="Scaffold-specific facts kept beside the record (exit status, ...)."
+    )
+
+
+class EpisodeRunner(Protocol):
+    """One scaffold: drives its agent in ``sandbox`` against ``endpoint``; ``stop`` set means the
+    run is stopping (end at once: the outcome says ``stopped``)."""
+
+    def run(
+        self, spec: EpisodeSpec, sandbox: Sandbox, endpoint: ModelEndpoint, stop: threading.Event
+    ) -> EpisodeOutcome: ...
+
+
+class Executor(Protocol):
+    """Where episodes run: ``fn(item)`` for every item, at most ``concurrency`` at once, results
+    as they finish; once ``stop`` is set (or ``fn`` raised) nothing more starts."""
+
+    def run[T, R](
+        self, fn: Callable[[T], R], items: Sequence[T], concurrency: int, stop: threading.Event
+    ) -> Iterator[R]: ...
