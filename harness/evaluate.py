@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harness._text import markup
@@ -39,6 +39,7 @@ from harness.episodes.scaffold import Scaffold, load_scaffold
 from harness.errors import HarnessError
 from harness.executor import ThreadExecutor, get_executor
 from harness.monitor import ToolSchemas, validate_turn
+from harness.paths import absolute
 from harness.progress import console
 from harness.replay.endpoint import ReplayEndpoint, is_replay_model
 from harness.results.store import EpisodeError, EpisodeRecord, RunManifest, RunStore
@@ -124,6 +125,13 @@ class EvalConfig(BaseModel):
     server: dict[str, Any] = Field(
         default_factory=dict, description="Further ServerConfig fields for the vLLM server."
     )
+
+    @field_validator("run_dir")
+    @classmethod
+    def _run_dir_absolute(cls, value: Path | None) -> Path | None:
+        """Resolved once, here: a relative --run-dir means the same directory to every shell,
+        test script and tool the run starts, wherever they start."""
+        return None if value is None else absolute(value)
 
 
 # ServerConfig fields that `harness eval` sets itself (or that make no sense per run).
@@ -365,7 +373,8 @@ def _run_eval(config: EvalConfig, stop: threading.Event, counts: dict[str, Any])
         config.tasks, skip_unsupported=config.skip_unsupported, images=runtime.name == "docker"
     )
     suite = tasks[0].suite
-    run_dir = config.run_dir or Path("results") / f"{suite}-{time.strftime('%Y%m%d-%H%M%S')}"
+    # Absolute from here on: episodes' shells and test scripts start in workspaces, not here.
+    run_dir = absolute(config.run_dir or Path("results") / f"{suite}-{time.strftime('%Y%m%d-%H%M%S')}")
     store = RunStore(run_dir)
     endpoints = [_endpoint(config, m, run_dir) for m in config.models]  # ray: each model's replicas, planned
     store.init(
