@@ -122,3 +122,28 @@ def test_the_tree_check_stops_at_the_cap_and_never_follows_links(tmp_path: Path)
     assert (ws / "big").stat().st_blocks == 0  # sparse: nothing allocated
     with pytest.raises(ExportLimit, match=r"big is 1\.0 TiB"):
         check_tree(ws, ExportLimits())
+
+
+def test_export_preds_leaves_out_a_workspace_over_the_cap_instead_of_copying_it(tmp_path: Path) -> None:
+    """A run from before the caps may hold a huge sparse file: export-preds diffs from a copy."""
+    from tests.conftest import REPO, run_harness
+    from tests.test_eval_replay import SOLVE
+
+    run = tmp_path / "run"
+    with ReplayServer(ReplayScript(model="scripted", responses=SOLVE["fix-add"])) as server:
+        run_eval(
+            EvalConfig(
+                runtime="local",
+                models=("scripted",),
+                tasks=str(REPO / "tasks" / "smoke" / "fix-add"),
+                base_url=server.base_url,
+                run_dir=run,
+            )
+        )
+    with open(run / "episodes" / "scripted" / "fix-add" / "seed1" / "workspace" / "big", "wb") as fh:
+        fh.truncate(2 * CAP)
+    done = run_harness("export-preds", str(run), "--out", str(tmp_path / "preds.jsonl"))
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stderr.split())
+    assert "fix-add seed 1 left out" in said and "big is 2.0 GiB" in said
+    assert (tmp_path / "preds.jsonl").read_text() == ""

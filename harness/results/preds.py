@@ -11,8 +11,11 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from harness._text import markup
 from harness.errors import HarnessError
+from harness.progress import console
 from harness.results.store import RunStore
+from harness.runtime.export_caps import ExportLimit, ExportLimits, check_tree
 from harness.tasks import Task, load_tasks, prepare_workspace
 
 _JUNK = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".git", ".mypy_cache")
@@ -121,6 +124,11 @@ def export_preds(run_dir: Path, out: Path, model: str | None = None) -> int:
         task = tasks.get(rec.task_id)
         final = store.episode_dir(rec.model, rec.task_id, rec.seed) / "workspace"
         if task is None or not final.is_dir():
+            continue
+        try:  # the diff is made from a copy: a run from before the export caps may hold a 1 TB file
+            check_tree(final, ExportLimits())
+        except ExportLimit as exc:
+            console.print(f"[yellow]{markup(rec.task_id)} seed {rec.seed} left out[/]: {markup(str(exc))}")
             continue
         lines.append(
             json.dumps(
