@@ -85,10 +85,10 @@ def capped_members(members: Iterable[tarfile.TarInfo], limits: ExportLimits) -> 
 
 
 def check_tree(root: Path, limits: ExportLimits) -> None:
-    """ExportLimit when the directory ``root`` holds more than ``limits`` (links not followed; the
-    walk stops at the first entry over a cap)."""
+    """ExportLimit when the directory ``root`` holds more than ``limits`` (links not followed, ``root``
+    itself included; the walk stops at the first entry over a cap)."""
     tally = Tally(limits)
-    stack = [root]
+    stack = [] if root.is_symlink() else [root]
     while stack:
         with (
             contextlib.suppress(OSError),

@@ -29,6 +29,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from harness.errors import HarnessError
 from harness.progress import console
 from harness.tasks import Task
+from harness.tasks.identifiers import is_image_reference
 
 if TYPE_CHECKING:
     import docker
@@ -138,6 +139,12 @@ def build_task_image(
     image_map = image_map or {}
     if spec.ref:
         ref = map_image(spec.ref, image_map)
+        if not is_image_reference(ref):  # it would go into the engine's API paths as it is
+            raise TaskImageError(
+                f"{task.path / 'task.toml'}: [environment] docker_image {ref!r}"
+                + (f" (--image-map gave it for {spec.ref})" if ref != spec.ref else "")
+                + ": not an image reference ([registry[:port]/]name[:tag][@digest], name in lower case)"
+            )
         if _has(client, ref) or _pull(client, ref):
             return ref
         if spec.dockerfile is None:
@@ -163,7 +170,7 @@ def build_task_image(
         log, error = _build(client, context, dockerfile.name, tag)
     if error or not _has(client, tag):
         tail = " | ".join([*log[-_TAIL_LINES:], error][-_TAIL_LINES:])
-        missing = [b for b in base_images(rewritten) if not _has(client, b)]
+        missing = [b for b in base_images(rewritten) if is_image_reference(b) and not _has(client, b)]
         hint = (
             f"; the base image {missing[0]} is not in the engine: pull it, or mirror it and pass "
             f"--image-map {missing[0]}=YOUR_REGISTRY/IMAGE"
