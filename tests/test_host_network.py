@@ -17,6 +17,7 @@ from typing import ClassVar
 
 import pytest
 
+from harness.runtime.build_network import RESOLV_CONF
 from harness.runtime.task_images import build_task_image
 from harness.tasks.loader import load_task
 from tests.test_runtime_container import FINISH, evaluate
@@ -127,3 +128,32 @@ def test_a_test_script_at_verification_does_not_reach_the_host_s_loopback(
     rec = recs["phones-home"]
     assert rec["verified"] and rec["reward"] == 0.0 and rec["status"] == "unresolved", rec
     assert _Token.hits == []
+
+
+def test_a_sandbox_image_build_step_has_a_network_but_not_the_host_s_loopback(
+    token_server: int, tmp_path: Path
+) -> None:
+    """The sandbox image is built on this machine (debootstrap, pip in a chroot): each step runs
+    through images._run in a network namespace of its own (build_network.py), as a build's do."""
+    import sys
+
+    from harness.runtime.images import _run
+
+    resolv = tmp_path / "resolv.conf"
+    resolv.write_text(RESOLV_CONF)
+    out = tmp_path / "seen.txt"
+    probe = (
+        "import urllib.request as u, sys\n"
+        "seen = [open('/etc/resolv.conf').read().strip(), open('/proc/net/dev').read()]\n"
+        "try:\n"
+        f"    seen.append('GOT ' + u.urlopen('http://127.0.0.1:{token_server}/', timeout=5).read().decode())\n"
+        "except OSError as exc:\n"
+        "    seen.append(repr(exc))\n"
+        f"open({str(out)!r}, 'w').write('\\n'.join(seen))\n"
+    )
+    with (tmp_path / "build.log").open("w") as log:
+        _run([sys.executable, "-c", probe], what="a probe step", log=log, resolv=resolv)
+    seen = out.read_text()
+    assert _Token.hits == [] and _Token.token not in seen, seen
+    assert "Connection refused" in seen, seen
+    assert seen.startswith("nameserver 10.0.2.3") and "tap0" in seen, seen  # its own network, DNS through it
