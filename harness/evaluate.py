@@ -17,10 +17,7 @@ recorded (the next eval reruns them), the server goes down, and run_eval raises 
 
 import contextlib
 import hashlib
-import os
-import shutil
 import signal
-import stat
 import threading
 import time
 from collections import Counter
@@ -28,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harness._text import markup
@@ -39,10 +36,13 @@ from harness.episodes.scaffold import Scaffold, load_scaffold
 from harness.errors import HarnessError
 from harness.executor import ThreadExecutor, get_executor
 from harness.monitor import ToolSchemas, validate_turn
+from harness.paths import absolute
 from harness.progress import console
 from harness.replay.endpoint import ReplayEndpoint, is_replay_model
 from harness.results.store import EpisodeError, EpisodeRecord, RunManifest, RunStore
 from harness.runtime.base import ContainerLimits, Runtime, Sandbox
+from harness.runtime.export_caps import ExportLimit, ExportLimits
+from harness.runtime.export_caps import remove_tree as _remove_tree
 from harness.runtime.select import get_runtime
 from harness.server.config import ServerConfig
 from harness.server.endpoint import (
@@ -102,6 +102,17 @@ class EvalConfig(BaseModel):
         4.0, gt=0, description="Memory per episode container in GiB, no swap (docker runtime)."
     )
     sandbox_pids: int = Field(512, ge=16, description="Processes per episode container (docker runtime).")
+    export_max_gib: float = Field(
+        1.0,
+        gt=0,
+        description="Most GiB of an episode's final files copied out of its sandbox (each file at its "
+        "full size, sparse or not); over it the episode is an error naming the cap, and nothing is copied.",
+    )
+    export_max_files: int = Field(
+        100_000,
+        ge=1,
+        description="Most files (and directories) of an episode's final files copied out of its sandbox.",
+    )
     image_map: tuple[str, ...] = Field(
         (),
         description="FROM=TO: use image TO wherever a task's docker_image or Dockerfile FROM names FROM "
@@ -127,6 +138,16 @@ class EvalConfig(BaseModel):
     server: dict[str, Any] = Field(
         default_factory=dict, description="Further ServerConfig fields for the vLLM server."
     )
+
+    @field_validator("run_dir")
+    @classmethod
+    def _run_dir_absolute(cls, value: Path | None) -> Path | None:
+        """Resolved once, here: a relative --run-dir means the same directory to every shell,
+        test script and tool the run starts, wherever they start."""
+        return None if value is None else absolute(value)
+
+    def export_limits(self) -> ExportLimits:
+        return ExportLimits(max_bytes=int(self.export_max_gib * (1 << 30)), max_files=self.export_max_files)
 
 
 # ServerConfig fields that `harness eval` sets itself (or that make no sense per run).
@@ -363,6 +384,7 @@ def _run_eval(config: EvalConfig, stop: threading.Event, counts: dict[str, Any])
             cpus=config.sandbox_cpus, memory_gib=config.sandbox_memory_gib, pids=config.sandbox_pids
         ),
         config.image_map,
+        config.export_limits(),
     )
     images = runtime.name == "docker"
     suite_tasks = narrow(
@@ -370,7 +392,8 @@ def _run_eval(config: EvalConfig, stop: threading.Event, counts: dict[str, Any])
     )
     tasks = select_tasks(suite_tasks, config.tasks, skip_unsupported=config.skip_unsupported, images=images)
     suite = tasks[0].suite
-    run_dir = config.run_dir or Path("results") / f"{suite}-{time.strftime('%Y%m%d-%H%M%S')}"
+    # Absolute from here on: episodes' shells and test scripts start in workspaces, not here.
+    run_dir = absolute(config.run_dir or Path("results") / f"{suite}-{time.strftime('%Y%m%d-%H%M%S')}")
     store = RunStore(run_dir)
     endpoints = [_endpoint(config, m, run_dir) for m in config.models]  # ray: each model's replicas, planned
     store.init(
@@ -526,21 +549,21 @@ def _attempt(
         outcome = failed_outcome(edir, "the episode's files could not be written", exc, started)
     finally:
         ctx.untrack(key)
-        sandbox.finish()  # the final files exported, the sandbox kept for verification
+        too_big = _finish(sandbox)  # the final files exported, the sandbox kept for verification
+    if too_big is not None:  # the agent's doing: scored, and not run again
+        outcome = outcome.model_copy(
+            update={"status": "error", "error_type": "ExportLimit", "error": str(too_big), "infra": False}
+        )
     return outcome, sandbox
 
 
-def _remove_tree(path: Path) -> None:
-    """``rmtree`` that also removes what the agent made unreadable (its own files: chmod back)."""
-
-    def unlock(func: Any, name: str, _exc: BaseException) -> None:
-        with contextlib.suppress(OSError):
-            os.chmod(os.path.dirname(name), stat.S_IRWXU)
-            if not os.path.islink(name):
-                os.chmod(name, stat.S_IRWXU)
-        func(name)
-
-    shutil.rmtree(path, onexc=unlock)
+def _finish(sandbox: Sandbox) -> ExportLimit | None:
+    """``sandbox.finish()``; the export cap its final files went over, if they did."""
+    try:
+        sandbox.finish()
+    except ExportLimit as exc:
+        return exc
+    return None
 
 
 def _one_episode(ctx: _Rollout, ep: ModelEndpoint, task: Task, seed: int) -> EpisodeRecord | None:

@@ -93,6 +93,7 @@ def _parts(config: "EvalConfig", run_id: str, scratch: Path) -> tuple[Any, Any, 
                 cpus=config.sandbox_cpus, memory_gib=config.sandbox_memory_gib, pids=config.sandbox_pids
             ),
             config.image_map,
+            config.export_limits(),
         )
         runtime.prepare(scratch, [])  # task images are built on first use, on this node
         _cache.update(

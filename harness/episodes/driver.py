@@ -16,6 +16,7 @@ from harness.episodes.scaffold import Scaffold
 from harness.episodes.sdk import build_agent, build_llm
 from harness.episodes.turns_from_events import SdkTurnAssembler
 from harness.monitor import LoopConfig, LoopDetector, LoopFinding, Turn
+from harness.paths import absolute
 from harness.runtime.procs import kill_session, kill_sessions
 
 EpisodeStatus = Literal["finished", "loop_stopped", "max_iterations", "stuck", "error"]
@@ -89,6 +90,9 @@ def run_sdk_episode(
 
     freeze_imports()  # the SDK's import-time objects: out of every later garbage collection
     started = time.monotonic()
+    # The SDK hands these to the agent's shell (which starts in the workspace) and to its tools:
+    # relative, they would name other places there.
+    workspace, out_dir = absolute(workspace), absolute(out_dir)
     completions = out_dir / "completions"
     llm = build_llm(
         base_url=base_url,

@@ -38,6 +38,9 @@ class ReadyTerminal(SubprocessTerminal):
 
     def __init__(self, work_dir: str, history_file: str | None = None) -> None:
         """``history_file``: where bash keeps the agent's command history (None: nowhere)."""
+        # Absolute: bash starts in the workspace, where a relative path (a relative run
+        # directory's) names nothing; the no-rc wrapper was not found and every command hung.
+        history_file = os.path.abspath(history_file) if history_file else None
         # HISTFILE from the start, so that bash never reads the user's history in
         super().__init__(
             work_dir, env={"HISTFILE": history_file or os.devnull}, shell_path=_bash_without_rc(history_file)
@@ -147,7 +150,7 @@ def _bash_without_rc(history_file: str | None) -> str | None:
     bash = shutil.which("bash")
     if history_file is None or bash is None:
         return None
-    wrapper = Path(history_file).with_name("bash-norc")
+    wrapper = Path(os.path.abspath(history_file)).with_name("bash-norc")
     wrapper.parent.mkdir(parents=True, exist_ok=True)
     wrapper.write_text(f'#!/bin/sh\nexec {shlex.quote(bash)} --norc "$@"\n')
     wrapper.chmod(0o755)

@@ -11,9 +11,13 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from harness._text import markup
 from harness.errors import HarnessError
+from harness.progress import console
 from harness.results.store import RunStore
+from harness.runtime.export_caps import ExportLimits, check_tree
 from harness.tasks import Task, load_tasks, prepare_workspace
+from harness.tasks.identifiers import check_commit
 
 _JUNK = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".git", ".mypy_cache")
 
@@ -81,11 +85,14 @@ def _swebench_patch(task: Task, final: Path) -> str:
     base = str(task.metadata.get("base_commit") or "")
     if not (final / ".git").is_dir() or not base:
         return workspace_patch(task.path / "environment" / "repo", final)
+    check_commit(base, f"{task.path / 'task.toml'}: base_commit")  # git diff would take an option
     with tempfile.TemporaryDirectory(prefix="harness-diff-") as tmp:
         repo = Path(tmp) / "repo"
         shutil.copytree(final, repo, symlinks=True)
         _git(repo, "add", "-A", ".")
-        return _git(repo, "diff", "--cached", "--no-color", "--binary", "--no-renames", base)
+        return _git(
+            repo, "diff", "--cached", "--no-color", "--binary", "--no-renames", "--end-of-options", base
+        )
 
 
 def _patch_from_start(task: Task, final: Path) -> str:
@@ -122,12 +129,18 @@ def export_preds(run_dir: Path, out: Path, model: str | None = None) -> int:
         final = store.episode_dir(rec.model, rec.task_id, rec.seed) / "workspace"
         if task is None or not final.is_dir():
             continue
+        try:  # the diff is made from a copy: a run from before the export caps may hold a 1 TB file
+            check_tree(final, ExportLimits())
+            patch = _patch_from_start(task, final)
+        except HarnessError as exc:  # over the caps, a bad base_commit: this episode's, not the file's
+            console.print(f"[yellow]{markup(rec.task_id)} seed {rec.seed} left out[/]: {markup(str(exc))}")
+            continue
         lines.append(
             json.dumps(
                 {
                     "instance_id": rec.task_id,
                     "model_name_or_path": rec.model,
-                    "model_patch": _patch_from_start(task, final),
+                    "model_patch": patch,
                     "seed": rec.seed,
                 }
             )

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.errors import HarnessError
 from harness.monitor import LoopFinding, Turn
+from harness.paths import absolute
 from harness.results.run_lock import lock_run_dir
 
 # infra_error: the infrastructure failed (server, connection, disk, container), retries ran out;
@@ -83,8 +84,8 @@ class RunManifest(BaseModel):
 
 class RunStore:
     def __init__(self, root: Path) -> None:
-        self.root = root
-        self.episodes_path = root / "episodes.jsonl"
+        self.root = absolute(root)  # episode directories are handed to shells that start elsewhere
+        self.episodes_path = self.root / "episodes.jsonl"
         self._lock = threading.Lock()
 
     def init(self, manifest: RunManifest) -> None:

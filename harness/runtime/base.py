@@ -49,7 +49,10 @@ class Sandbox(Protocol):
         """What broke the sandbox during the episode (it ends the episode as an error), or None."""
         ...
 
-    def finish(self) -> None: ...
+    def finish(self) -> None:
+        """The agent is done: its final files in ``host_workspace``; ExportLimit (export_caps.py)
+        when they are over the run's caps, and then none of them are there."""
+        ...
 
     def run_solution(self) -> tuple[bool, str]:
         """Apply the task's reference solution here; (ok, output tail)."""

@@ -10,7 +10,8 @@ starts one). Per episode:
   ``agent``, and no other file of this machine visible;
 - the task's starting files copied into its working directory, the scaffold's tools served
   inside it by toolserver.py (the SDK's own executors);
-- when the agent is done, the final files exported to the episode directory and the container
+- when the agent is done, the final files exported to the episode directory (up to the run's
+  export caps: over them the episode is an error and nothing is exported) and the container
   stopped; verification starts it again, copies the tests in only then, runs them as root
   there, and removes the container. A container the rollout left behind but that is gone by
   verification time (a killed run, a cleanup) is rebuilt from the image and the exported files.
@@ -36,6 +37,7 @@ import psutil
 from harness.progress import console
 from harness.runtime.base import ContainerLimits
 from harness.runtime.container_files import export_dir, extract_tar, put_dir, stage_name
+from harness.runtime.export_caps import ExportLimit, ExportLimits
 from harness.runtime.images import AGENT_PYTHON, ensure_sandbox_image
 from harness.runtime.task_images import TaskImageError, build_task_image, image_workdir, resolve_task_images
 from harness.runtime.warm import WarmPool
@@ -201,15 +203,21 @@ class ContainerSandbox:
         return f"the tool server in container {self.container.name} exited"
 
     def finish(self) -> None:
-        """The agent is done: tools closed, final files exported, processes stopped."""
+        """The agent is done: tools closed, final files exported, processes stopped. Files over the
+        run's export caps are not exported (ExportLimit, raised once the container is stopped)."""
         from harness.runtime.remote_tools import detach
 
         detach(self._id)
         if self._client is not None:
             self._client.close()
         self.host_workspace.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(Exception):  # a container already gone has nothing to export
-            export_dir(self.container, self.agent_workdir, self.host_workspace)
+        too_big: ExportLimit | None = None
+        try:
+            export_dir(self.container, self.agent_workdir, self.host_workspace, self.runtime.exports)
+        except ExportLimit as exc:
+            too_big = exc
+        except Exception:  # a container already gone has nothing to export
+            pass
         with contextlib.suppress(Exception):
             # At once: the files are out, and ``sleep`` as PID 1 ignores SIGTERM, so a grace
             # period is only waited out (it was a second per episode).
@@ -222,6 +230,8 @@ class ContainerSandbox:
                     shutil.rmtree(leftover, ignore_errors=True)
                 else:
                     leftover.unlink(missing_ok=True)
+        if too_big is not None:
+            raise too_big
 
     def _ensure_running(self) -> None:
         self.container.reload()
@@ -360,10 +370,12 @@ class ContainerRuntime:
         client: "docker.DockerClient",
         limits: ContainerLimits | None = None,
         image_map: dict[str, str] | None = None,
+        exports: ExportLimits | None = None,
     ) -> None:
         self.client = client
         self.limits = limits or ContainerLimits()
         self.image_map = image_map or {}
+        self.exports = exports or ExportLimits()
         self._run = ""
         self._image = ""
         self._task_images: dict[str, str | TaskImageError] = {}

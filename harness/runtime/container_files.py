@@ -1,17 +1,19 @@
 """Files into and out of a container, through the engine's archive calls and tars.
 
 What comes out was written inside the container (by the agent, or by tests that ran the agent's
-code): it is extracted only where it cannot reach outside its destination.
+code): it is extracted only where it cannot reach outside its destination, and only up to the
+export caps (export_caps.py).
 """
 
 import io
 import tarfile
-import tempfile
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError
+from harness.runtime.export_caps import ExportLimit, ExportLimits, capped_members, remove_tree
 
 if TYPE_CHECKING:
     from docker.models.containers import Container
@@ -53,11 +55,12 @@ def put_dir(
         raise HarnessError(f"could not copy {src} into {container.name}:{dest}")
 
 
-def extract_safe(tar: tarfile.TarFile, dest: Path) -> None:
+def extract_safe(tar: tarfile.TarFile, dest: Path, limits: ExportLimits | None = None) -> None:
     """Every member of a tar the container made into ``dest``, except those that would land outside
     it (absolute names, ``..``, links out) or that are not plain files, directories or links inside:
-    the agent or its tests wrote them, not the harness."""
-    for member in tar:
+    the agent or its tests wrote them, not the harness. Past ``limits`` (the default caps when
+    None) ExportLimit is raised before the member's data is read."""
+    for member in capped_members(tar, limits or ExportLimits()):
         # "./.git/x" is ".git/x": only the archive's own "." entry is dropped (stripping a
         # leading "." from every name exported .git as git/ and .gitignore as gitignore).
         name = member.name.removeprefix("./")
@@ -84,12 +87,43 @@ def extract_tar(data: bytes, dest: Path) -> bool:
     return True
 
 
-def export_dir(container: "Container", path: str, dest: Path) -> None:
-    """The contents of ``path`` in the container into ``dest`` on this machine (see _extract_safe)."""
+class _Chunks(io.RawIOBase):
+    """The engine's archive stream (an iterator of byte chunks) as a file that tarfile reads as
+    it arrives: a member over a cap is refused from its header, before its data is sent."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+        self._pending = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._pending:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return 0
+            self._pending = chunk
+        n = min(len(buffer), len(self._pending))
+        buffer[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        return n
+
+
+def export_dir(container: "Container", path: str, dest: Path, limits: ExportLimits | None = None) -> None:
+    """The contents of ``path`` in the container into ``dest`` on this machine (see extract_safe).
+
+    Over ``limits`` (the default caps when None): ExportLimit, the transfer stopped where it was
+    and ``dest`` removed, so nothing half-copied is left.
+    """
     stream, _ = container.get_archive(path.rstrip("/") + "/.")
-    with tempfile.SpooledTemporaryFile(max_size=64 << 20) as spool:
-        for chunk in stream:
-            spool.write(chunk)
-        spool.seek(0)
-        with tarfile.open(fileobj=spool, mode="r|") as tar:
-            extract_safe(tar, dest)
+    try:
+        with tarfile.open(fileobj=io.BufferedReader(_Chunks(stream), 1 << 20), mode="r|") as tar:
+            extract_safe(tar, dest, limits)
+    except ExportLimit:
+        if dest.exists():
+            remove_tree(dest)
+        raise
+    finally:
+        # Unread, the rest of the archive is dropped with the engine's connection.
+        getattr(stream, "close", lambda: None)()

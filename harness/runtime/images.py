@@ -21,7 +21,8 @@ What the image holds:
 - bash, coreutils, tmux (the terminal tool drives it), procps, git, patch, less, file, make,
   ca-certificates, python3 with venv, pip and pytest.
 
-Building needs root (debootstrap, chroot, mount) and takes a few minutes once; the engine keeps
+Building needs root (debootstrap, chroot, mount; unshare and slirp4netns give each step a network
+of its own, never this machine's: build_network.py) and takes a few minutes once; the engine keeps
 the image afterwards. Log: ``<cache>/images/build-<hash>.log``.
 """
 
@@ -46,6 +47,8 @@ from typing import TYPE_CHECKING, TextIO
 from harness.errors import HarnessError
 from harness.paths import cache_dir
 from harness.progress import console
+from harness.runtime.build_network import RESOLV_CONF, attach, isolated
+from harness.runtime.build_network import TOOLS as NETWORK_TOOLS
 
 if TYPE_CHECKING:
     import docker
@@ -231,6 +234,11 @@ def _check_can_build() -> None:
             raise HarnessError(
                 f"building the sandbox image needs {tool}: apt-get install debootstrap (Debian/Ubuntu)"
             )
+    for tool, package in NETWORK_TOOLS.items():  # its steps never run in this machine's network
+        if shutil.which(tool) is None:
+            raise HarnessError(
+                f"building the sandbox image needs {tool}: apt-get install {package} (Debian/Ubuntu)"
+            )
 
 
 def _build(client: "docker.DockerClient", ref: str, directory: Path) -> None:
@@ -239,6 +247,8 @@ def _build(client: "docker.DockerClient", ref: str, directory: Path) -> None:
     rootfs = directory / f"rootfs-{tag}-{os.getpid()}"  # a killed build's stray writer cannot touch it
     mirror = os.environ.get("HARNESS_DEBIAN_MIRROR", DEFAULT_MIRROR)
     pins = [f"{name}=={version}" for name, version in sdk_versions().items()]
+    resolv = directory / f"resolv-{tag}-{os.getpid()}.conf"  # the steps' DNS (build_network.py)
+    resolv.write_text(RESOLV_CONF)
     try:
         with open(log_path, "w") as log:
             _run(
@@ -252,6 +262,7 @@ def _build(client: "docker.DockerClient", ref: str, directory: Path) -> None:
                 ],
                 what=f"Debian {SUITE} base system (debootstrap from {mirror})",
                 log=log,
+                resolv=resolv,
             )
             constraints = "".join(f"{name}=={version}\n" for name, version in host_pins().items())
             (rootfs / "tmp" / "harness-constraints.txt").write_text(constraints)
@@ -270,17 +281,29 @@ def _build(client: "docker.DockerClient", ref: str, directory: Path) -> None:
                     what=f"Agent tools in {AGENT_VENV} ({' '.join(pins)}, from PyPI)",
                     log=log,
                     env=env,
+                    resolv=resolv,
                 )
             _import(client, rootfs, repository, tag, log)
     except HarnessError as exc:
         raise HarnessError(f"{exc} (log {log_path})") from None
     finally:
         _remove_rootfs(rootfs)
+        resolv.unlink(missing_ok=True)
 
 
-def _run(cmd: Sequence[str], *, what: str, log: TextIO, env: dict[str, str] | None = None) -> None:
-    """Run a build step, its output to the log and its latest line under a spinner."""
+def _run(
+    cmd: Sequence[str],
+    *,
+    what: str,
+    log: TextIO,
+    env: dict[str, str] | None = None,
+    resolv: Path | None = None,
+) -> None:
+    """Run a build step, its output to the log and its latest line under a spinner; with ``resolv``
+    in a network namespace of its own (build_network.py: the outside, not this machine's loopback)."""
     log.write(f"\n$ {shlex.join(cmd)}\n")
+    log.flush()
+    argv = isolated(cmd, str(resolv)) if resolv is not None else list(cmd)
     start = time.monotonic()
     tail: list[str] = []
     # Its own process group: on Ctrl-C or SIGTERM the whole step (chroot -> sh -> pip) is killed
@@ -288,7 +311,7 @@ def _run(cmd: Sequence[str], *, what: str, log: TextIO, env: dict[str, str] | No
     with (
         console.status(what) as spinner,
         subprocess.Popen(
-            cmd,
+            argv,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -296,6 +319,7 @@ def _run(cmd: Sequence[str], *, what: str, log: TextIO, env: dict[str, str] | No
             env=env,
             start_new_session=True,
         ) as proc,
+        attach(proc, log) if resolv is not None else contextlib.nullcontext(),
     ):
         assert proc.stdout is not None
         try:
@@ -339,11 +363,12 @@ def _host_ca_bundle() -> Path | None:
 
 @contextlib.contextmanager
 def _chroot_mounts(rootfs: Path) -> Iterator[None]:
-    """/proc, the host's resolver and CA bundle inside the chroot for the build; all undone after."""
+    """/proc, the build network's resolver and the host's CA bundle inside the chroot for the build;
+    all undone after."""
     resolv = rootfs / "etc" / "resolv.conf"
     ca = rootfs / "tmp" / "harness-build-ca.pem"
     resolv.unlink(missing_ok=True)  # may be a dangling symlink to systemd-resolved
-    shutil.copyfile("/etc/resolv.conf", resolv)
+    resolv.write_text(RESOLV_CONF)  # the steps run in their own network (build_network.py)
     if (host_ca := _host_ca_bundle()) is not None:
         shutil.copyfile(host_ca, ca)
     else:

@@ -7,13 +7,15 @@ says so when ``--runtime auto`` falls back to it.
 from pathlib import Path
 from typing import Any
 
+from harness.runtime.export_caps import ExportLimit, ExportLimits, check_tree, remove_tree
 from harness.tasks import Task, VerifyResult, prepare_workspace, run_solution, run_tests
 
 
 class LocalSandbox:
-    def __init__(self, task: Task, workspace: Path) -> None:
+    def __init__(self, task: Task, workspace: Path, exports: ExportLimits | None = None) -> None:
         self.task = task
         self._workspace = workspace
+        self._exports = exports or ExportLimits()
 
     @property
     def host_workspace(self) -> Path:
@@ -36,7 +38,16 @@ class LocalSandbox:
         return None
 
     def finish(self) -> None:
-        pass
+        """The workspace is the agent's own directory, in the run directory: over the export caps it
+        is removed (ExportLimit), as every copy the harness makes of it (verification, Ray's tar of
+        the episode, export-preds) would write it out in full (a sparse 1 TB file as 1 TB)."""
+        if self._workspace.is_symlink() or not self._workspace.is_dir():
+            return  # a wrecked workspace: verification copes with it
+        try:
+            check_tree(self._workspace, self._exports)
+        except ExportLimit:
+            remove_tree(self._workspace)
+            raise
 
     def run_solution(self) -> tuple[bool, str]:
         return run_solution(self.task, self._workspace, timeout=self.task.limits.agent_timeout_s)
@@ -50,6 +61,9 @@ class LocalSandbox:
 
 class LocalRuntime:
     name = "local"
+
+    def __init__(self, exports: ExportLimits | None = None) -> None:
+        self.exports = exports or ExportLimits()
 
     def prepare(self, run_dir: Path, tasks: list[Task], keep: frozenset[str] = frozenset()) -> None:
         pass
@@ -67,4 +81,4 @@ class LocalRuntime:
         if fresh:
             prepare_workspace(task, workspace)
         # else: whatever the agent left, even nothing or a symlink; run_tests copes with it
-        return LocalSandbox(task, workspace)
+        return LocalSandbox(task, workspace, self.exports)

@@ -4,17 +4,22 @@ from typing import Literal
 
 from harness.progress import console
 from harness.runtime.base import ContainerLimits, Runtime
+from harness.runtime.export_caps import ExportLimits
 from harness.runtime.local import LocalRuntime
 
 RuntimeName = Literal["auto", "local", "docker"]
 
 
 def get_runtime(
-    name: RuntimeName, limits: ContainerLimits | None = None, image_map: tuple[str, ...] = ()
+    name: RuntimeName,
+    limits: ContainerLimits | None = None,
+    image_map: tuple[str, ...] = (),
+    exports: ExportLimits | None = None,
 ) -> Runtime:
-    """``image_map``: --image-map FROM=TO entries for task images (docker runtime)."""
+    """``image_map``: --image-map FROM=TO entries for task images (docker runtime); ``exports``: the
+    caps on an episode's final files copied out of its sandbox."""
     if name == "local":
-        return LocalRuntime()
+        return LocalRuntime(exports)
     from harness.runtime.engine import docker_client, engine_answers
 
     if name == "auto" and not engine_answers():
@@ -24,7 +29,7 @@ def get_runtime(
             "needs Docker or podman; --runtime local silences this)",
             highlight=False,
         )
-        return LocalRuntime()
+        return LocalRuntime(exports)
     from harness.errors import HarnessError
     from harness.runtime.container import ContainerRuntime
     from harness.runtime.images import ensure_sandbox_image
@@ -41,5 +46,5 @@ def get_runtime(
                 "episodes run in local directories, unconfined on this machine",
                 highlight=False,
             )
-            return LocalRuntime()
-    return ContainerRuntime(client, limits, mapping)
+            return LocalRuntime(exports)
+    return ContainerRuntime(client, limits, mapping, exports)

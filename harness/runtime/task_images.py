@@ -1,7 +1,8 @@
 """Task images: a Harbor task's own environment, built from its Dockerfile or named by
 ``[environment] docker_image``, for the docker runtime.
 
-Built as Harbor builds them (build context ``environment/``), tagged
+Built as Harbor builds them (build context ``environment/``; RUN steps on the engine's bridge
+network, never in this machine's network namespace: see BUILD_NETWORK), tagged
 ``localhost/harness-task-<task>:<hash of the context>`` so an unchanged task is never rebuilt. A
 ``docker_image`` is used when the engine has it or can pull it, else built from the task's
 Dockerfile when it has one. A build that fails, or an image that cannot be had, is the task's
@@ -14,12 +15,13 @@ temporary copy of the context, so the cache tag follows the image actually built
 """
 
 import hashlib
+import json
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -27,6 +29,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from harness.errors import HarnessError
 from harness.progress import console
 from harness.tasks import Task
+from harness.tasks.identifiers import is_image_reference
 
 if TYPE_CHECKING:
     import docker
@@ -136,6 +139,12 @@ def build_task_image(
     image_map = image_map or {}
     if spec.ref:
         ref = map_image(spec.ref, image_map)
+        if not is_image_reference(ref):  # it would go into the engine's API paths as it is
+            raise TaskImageError(
+                f"{task.path / 'task.toml'}: [environment] docker_image {ref!r}"
+                + (f" (--image-map gave it for {spec.ref})" if ref != spec.ref else "")
+                + ": not an image reference ([registry[:port]/]name[:tag][@digest], name in lower case)"
+            )
         if _has(client, ref) or _pull(client, ref):
             return ref
         if spec.dockerfile is None:
@@ -161,7 +170,7 @@ def build_task_image(
         log, error = _build(client, context, dockerfile.name, tag)
     if error or not _has(client, tag):
         tail = " | ".join([*log[-_TAIL_LINES:], error][-_TAIL_LINES:])
-        missing = [b for b in base_images(rewritten) if not _has(client, b)]
+        missing = [b for b in base_images(rewritten) if is_image_reference(b) and not _has(client, b)]
         hint = (
             f"; the base image {missing[0]} is not in the engine: pull it, or mirror it and pass "
             f"--image-map {missing[0]}=YOUR_REGISTRY/IMAGE"
@@ -172,14 +181,42 @@ def build_task_image(
     return tag
 
 
+# RUN steps get a network namespace of their own, on the engine's bridge: package indexes and
+# registries answer, this machine's loopback does not (a Dockerfile fetched a token from a service
+# bound to the host's 127.0.0.1). Docker's builder reads `networkmode`; podman's Docker-API build
+# ignores it and runs RUN steps in the host's network namespace unless `nsoptions` asks for a
+# private one (podman 4.3 to 5.x), which Docker ignores in turn. Both are sent.
+BUILD_NETWORK = {"networkmode": "bridge", "nsoptions": json.dumps([{"Name": "network", "Host": False}])}
+
+
+def _build_stream(client: "docker.DockerClient", context: Path, dockerfile: str, tag: str) -> Iterator[Any]:
+    """``client.api.build(path=context, dockerfile=..., tag=..., rm=True, forcerm=True, decode=True)``
+    with BUILD_NETWORK added: docker-py has no parameter for podman's ``nsoptions``, so its request
+    is made here as docker-py 7 makes it (the context tar, .dockerignore, registry auth header)."""
+    from docker.api.build import process_dockerfile
+    from docker.utils import tar
+
+    ignore = context / ".dockerignore"
+    lines = [line.strip() for line in ignore.read_text().splitlines()] if ignore.is_file() else []
+    exclude = [line for line in lines if line and not line.startswith("#")] or None
+    name = process_dockerfile(dockerfile, str(context))
+    api = client.api
+    headers = {"Content-Type": "application/tar"}
+    api._set_auth_headers(headers)
+    params = {"t": tag, "rm": True, "forcerm": True, "dockerfile": name, **BUILD_NETWORK}
+    with tar(str(context), exclude=exclude, dockerfile=name) as body:
+        response = api._post(
+            api._url("/build"), data=body, params=params, headers=headers, stream=True, timeout=None
+        )
+    return api._stream_helper(response, decode=True)  # type: ignore[no-any-return]
+
+
 def _build(client: "docker.DockerClient", context: Path, dockerfile: str, tag: str) -> tuple[list[str], str]:
     """Build ``tag``; the log's lines and the error the engine reported ("" when none)."""
     log: list[str] = []
     error = ""
     try:
-        for chunk in client.api.build(
-            path=str(context), dockerfile=dockerfile, tag=tag, rm=True, forcerm=True, decode=True
-        ):
+        for chunk in _build_stream(client, context, dockerfile, tag):
             if "stream" in chunk:
                 log.extend(line for line in str(chunk["stream"]).splitlines() if line.strip())
             if "error" in chunk or "errorDetail" in chunk:

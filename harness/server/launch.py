@@ -6,6 +6,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from harness.paths import absolute
 from harness.server.checkpoint import Checkpoint
 from harness.server.config import ServerConfig
 from harness.server.memory import MemoryPlan
@@ -47,12 +48,13 @@ def build_launch(
 ) -> Launch:
     # a plan that fits always recommends both; the planned length is the fallback for mypy's sake
     max_len = config.max_model_len or plan.recommended_max_model_len or plan.max_model_len
+    # Paths absolute: the command is printed for the user to rerun by hand, from anywhere.
     argv: list[str] = [
-        str(python),
+        str(absolute(python)),
         "-m",
         "vllm.entrypoints.openai.api_server",
         "--model",
-        str(checkpoint.base_path),
+        str(absolute(checkpoint.base_path)),
         "--served-model-name",
         checkpoint.served_name,
         "--host",
@@ -70,7 +72,7 @@ def build_launch(
     ]
     env: dict[str, str] = {}
     if checkpoint.chat_template is not None:
-        argv += ["--chat-template", str(checkpoint.chat_template)]
+        argv += ["--chat-template", str(absolute(checkpoint.chat_template))]
     if config.dtype:
         argv += ["--dtype", config.dtype]
     if checkpoint.kind == "lora":
@@ -78,7 +80,7 @@ def build_launch(
         argv += [
             "--enable-lora",
             "--lora-modules",
-            f"{checkpoint.adapter_name}={checkpoint.path}",
+            f"{checkpoint.adapter_name}={absolute(checkpoint.path)}",
             "--max-lora-rank",
             str(lora_rank_flag(checkpoint.lora_rank)),
         ]

@@ -18,6 +18,7 @@ import httpx
 import psutil
 
 from harness.errors import HarnessError, ServerCrashed, ServerStartError
+from harness.paths import absolute
 from harness.progress import console
 from harness.server.checkpoint import Checkpoint, inspect_checkpoint
 from harness.server.config import ServerConfig
@@ -86,7 +87,7 @@ class VLLMServer:
 
     def __init__(self, config: ServerConfig, *, run_dir: Path) -> None:
         self.config = config
-        self.run_dir = Path(run_dir)
+        self.run_dir = absolute(run_dir)  # server.log's path goes into messages and commands
         self.log_path = self.run_dir / "server.log"
         self.api_key = secrets.token_urlsafe(24)
         self.on_cpu = not has_cuda()

@@ -20,9 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rich.markup import escape
 
 from harness.errors import HarnessError
-from harness.paths import repo_root
+from harness.paths import absolute, repo_root
 from harness.progress import console
 from harness.tasks.harbor import ContainerLayout, UnsupportedTask, localize, parse_dockerfile
+from harness.tasks.identifiers import check_image_reference, check_path_component
 
 
 class TaskLimits(BaseModel):
@@ -166,7 +167,8 @@ def load_task(path: Path, suite: str, *, images: bool = False, task_id: str | No
         raise TaskRefused(f"{toml}: limits.{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
     image = _task_image(path, meta) if images else None
     return Task(
-        id=task_id or path.name,
+        # It names the episode's directories in the run (and Ray's scratch ones): one name, never ..
+        id=check_path_component(task_id or path.name, f"{path}: the task id"),
         suite=suite,
         path=path.resolve(),
         instruction=(path / "instruction.md").read_text(),
@@ -238,6 +240,8 @@ def _task_image(path: Path, meta: dict[str, Any]) -> TaskImage | None:
             raise UnsupportedTask(f"{env / compose}: docker-compose environments are not run yet")
     if not ref and not dockerfile.is_file():
         return None
+    if ref:  # it goes into the engine's API paths (inspect, pull): a reference, nothing else
+        check_image_reference(ref, f"{path / 'task.toml'}: [environment] docker_image")
     return TaskImage(ref=str(ref) if ref else None, dockerfile=dockerfile if dockerfile.is_file() else None)
 
 
@@ -302,19 +306,19 @@ def load_suite(suite_or_path: str, *, images: bool = False) -> Suite:
     A single task directory that cannot be loaded raises; in a directory it is skipped with its
     reason (``Skipped.needs_image``: a Harbor task that needs its image and ``images`` is off).
     """
-    path = Path(suite_or_path).expanduser()
+    path = absolute(suite_or_path)  # "." names its directory (the task id of a single task)
     if path.is_file() and path.suffix == ".jsonl":
         from harness.tasks.swebench import load_swebench
 
-        generated = load_swebench(path)
+        generated, failed = load_swebench(path)
         instances: list[Task] = []
-        need_image: list[Skipped] = []
+        rows_skipped = [Skipped(id=label, path=path, reason=reason) for label, reason in failed]
         for d in sorted(p for p in generated.iterdir() if p.is_dir() and not p.name.endswith(".tmp")):
             try:  # each instance is built in its own image: under --runtime local it needs one
                 instances.append(load_task(d, suite=path.stem, images=images))
             except UnsupportedTask as exc:
-                need_image.append(Skipped(id=d.name, path=d, reason=str(exc), needs_image=True))
-        return Suite(tasks=instances, skipped=need_image)
+                rows_skipped.append(Skipped(id=d.name, path=d, reason=str(exc), needs_image=True))
+        return Suite(tasks=instances, skipped=rows_skipped)
     if not path.exists():
         builtin = repo_root() / "tasks" / suite_or_path
         if "/" in suite_or_path or not builtin.is_dir():

@@ -34,6 +34,7 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.paths import cache_dir
+from harness.tasks.identifiers import check_commit, check_github_repo
 
 SWEBENCH_PIN = (
     "swebench==4.1.0"  # the last release with per-repository specs (5.x moved them into task repos)
@@ -109,7 +110,7 @@ def _snapshot(checkout: Path, commit: str, dest: Path) -> None:
     """``dest``: a git repository holding only ``commit`` (shallow), checked out, no remote."""
     dest.mkdir(parents=True)
     _git("init", "-q", cwd=dest)
-    _git("fetch", "-q", "--depth", "1", f"file://{checkout.resolve()}", commit, cwd=dest)
+    _git("fetch", "-q", "--depth", "1", "--end-of-options", f"file://{checkout.resolve()}", commit, cwd=dest)
     _git("checkout", "-q", "FETCH_HEAD", cwd=dest)
 
 
@@ -122,7 +123,10 @@ def _requirements(checkout: Path, inst: dict[str, Any]) -> str:
     commit = inst.get("environment_setup_commit") or inst["base_commit"]
     for path in MAP_REPO_TO_REQS_PATHS[inst["repo"]]:
         show = subprocess.run(
-            ["git", "show", f"{commit}:{path}"], cwd=checkout, capture_output=True, text=True
+            ["git", "show", "--end-of-options", f"{commit}:{path}"],
+            cwd=checkout,
+            capture_output=True,
+            text=True,
         )
         if show.returncode != 0:
             continue
@@ -131,7 +135,10 @@ def _requirements(checkout: Path, inst: dict[str, Any]) -> str:
             if line.strip().startswith("-r"):
                 inc = str(Path(path).parent / line.strip()[2:].strip())
                 sub = subprocess.run(
-                    ["git", "show", f"{commit}:{inc}"], cwd=checkout, capture_output=True, text=True
+                    ["git", "show", "--end-of-options", f"{commit}:{inc}"],
+                    cwd=checkout,
+                    capture_output=True,
+                    text=True,
                 )
                 lines = sub.stdout.splitlines() + lines
             elif not line.strip().startswith(("-e .", "#", ".[test")):
@@ -256,52 +263,74 @@ def _write_task(inst: dict[str, Any], jsonl: Path, dest: Path, base_image: str, 
     work.rename(dest)
 
 
-def _read(jsonl: Path) -> list[dict[str, Any]]:
+def _instance(line: str, where: str) -> dict[str, Any]:
+    """One row, its identifiers checked before any reaches git, a path or a generated script."""
+    try:
+        inst = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise HarnessError(f"{where}: not JSON ({exc.msg})") from None
+    except RecursionError:
+        raise HarnessError(f"{where}: nested too deeply to be a SWE-bench instance") from None
+    if not isinstance(inst, dict):
+        raise HarnessError(f"{where}: not a JSON object; not a SWE-bench instance")
+    missing = [k for k in _REQUIRED if not inst.get(k)]
+    if missing:
+        raise HarnessError(f"{where}: missing {', '.join(missing)}; not a SWE-bench instance")
+    if not isinstance(inst["instance_id"], str) or not _ID.fullmatch(inst["instance_id"]):
+        raise HarnessError(
+            f"{where}: instance_id {str(inst['instance_id'])[:60]!r}: letters, digits, '.', '_' and '-' only"
+        )
+    # git fetch / git show / the eval script's `git checkout` take them: an option (--upload-pack=CMD
+    # runs CMD) or shell text there is the task's content running on this machine.
+    check_commit(inst["base_commit"], f"{where}: base_commit")
+    if inst.get("environment_setup_commit"):
+        check_commit(inst["environment_setup_commit"], f"{where}: environment_setup_commit")
+    check_github_repo(inst["repo"], f"{where}: repo")  # it names a checkout directory
+    return inst
+
+
+def _read(jsonl: Path) -> tuple[list[tuple[str, dict[str, Any]]], list[tuple[str, str]]]:
+    """The rows as (where, instance), and the rows that are not instances as (label, reason)."""
     lines = [ln for ln in jsonl.read_text().splitlines() if ln.strip()]
     if not lines:
         raise HarnessError(f"{jsonl}: empty file; expected SWE-bench instances, one JSON object per line")
-    out = []
+    rows, bad = [], []
     for number, line in enumerate(lines, 1):
         try:
-            inst = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise HarnessError(f"{jsonl}:{number}: not JSON ({exc.msg})") from None
-        if not isinstance(inst, dict):
-            raise HarnessError(f"{jsonl}:{number}: not a JSON object; not a SWE-bench instance")
-        missing = [k for k in _REQUIRED if not inst.get(k)]
-        if missing:
-            raise HarnessError(f"{jsonl}:{number}: missing {', '.join(missing)}; not a SWE-bench instance")
-        if not _ID.fullmatch(str(inst["instance_id"])):
-            raise HarnessError(
-                f"{jsonl}:{number}: instance_id {str(inst['instance_id'])[:60]!r}: letters, digits, '.', '_' and '-' only"
-            )
-        out.append(inst)
-    return out
+            rows.append((f"{jsonl}:{number}", _instance(line, f"{jsonl}:{number}")))
+        except HarnessError as exc:
+            bad.append((f"line {number}", str(exc)))
+    return rows, bad
 
 
-def load_swebench(jsonl: Path) -> Path:
+def load_swebench(jsonl: Path) -> tuple[Path, list[tuple[str, str]]]:
     """Generate the task directories for an instance file; return their parent (one link per
-    instance). Each instance's directory is cached by its row's content (and this recipe and the
-    sandbox image), whatever file it came in: the same instance in another file reuses its
-    directory, and so its built image. An instance whose directory cannot be made (no spec, no
-    checkout) raises."""
+    instance) and the rows that could not be made, as (row label, reason): a bad row is that
+    instance's error, never the file's. Each instance's directory is cached by its row's content
+    (and this recipe and the sandbox image), whatever file it came in: the same instance in
+    another file reuses its directory, and so its built image."""
     from harness.runtime.images import sandbox_image_ref
 
-    instances = _read(jsonl)
+    instances, failed = _read(jsonl)
     swebench_specs()
     base_image = sandbox_image_ref()  # the agent's tools come with it
     cache = cache_dir() / "swebench"
     root = cache / "suites" / f"{jsonl.stem}-{hashlib.sha256(jsonl.read_bytes()).hexdigest()[:12]}"
     root.mkdir(parents=True, exist_ok=True)
-    for number, inst in enumerate(instances, 1):
+    for where, inst in instances:
         mirror = "".join(f"{k}={v}" for k in _PIP_INDEX_ENV if (v := os.environ.get(k)))
         row = json.dumps(inst, sort_keys=True) + _RECIPE + base_image + mirror
         dest = cache / "instances" / f"{inst['instance_id']}-{hashlib.sha256(row.encode()).hexdigest()[:12]}"
+        link = root / str(inst["instance_id"])
         if not (dest / "instruction.md").is_file():
             dest.parent.mkdir(parents=True, exist_ok=True)
-            _write_task(inst, jsonl, dest, base_image, f"{jsonl}:{number}")
-        link = root / str(inst["instance_id"])
+            try:
+                _write_task(inst, jsonl, dest, base_image, where)
+            except HarnessError as exc:  # no spec, no checkout, no such commit: this row's error
+                failed.append((str(inst["instance_id"]), str(exc)))
+                link.unlink(missing_ok=True)
+                continue
         if not link.is_symlink() or link.resolve() != dest.resolve():
             link.unlink(missing_ok=True)
             link.symlink_to(dest)
-    return root
+    return root, failed

@@ -42,7 +42,9 @@ def prepare_workspace(task: Task, dest: Path) -> Path:
 
 def _python_with_pytest() -> str:
     """The interpreter tests run with: this harness's own (it has pytest), unless $HARNESS_TASK_PYTHON."""
-    return os.environ.get("HARNESS_TASK_PYTHON", sys.executable)
+    python = os.environ.get("HARNESS_TASK_PYTHON", sys.executable)
+    # A relative path would be looked up from the workspace, where the tests run; a bare name on PATH.
+    return os.path.abspath(python) if os.sep in python else python
 
 
 _running: set[int] = set()  # sessions of the test scripts running now (verification runs in threads)
@@ -65,6 +67,7 @@ def _run(
     Output goes to a file, not a pipe: a daemon the script leaves behind holds a pipe open, so
     reading a pipe to its end waited for the daemon, up to the time limit (reward 0 for a pass).
     """
+    workspace = Path(os.path.abspath(workspace))  # $WORKSPACE is read from inside it: absolute
     env = {**os.environ, "WORKSPACE": str(workspace), "PYTHON": _python_with_pytest(), **extra_env}
     with tempfile.TemporaryFile() as out:
         proc = subprocess.Popen(
