@@ -376,7 +376,16 @@ def test_a_harness_toml_in_the_current_directory_is_announced_with_what_runs_a_p
 
 @pytest.mark.parametrize(
     "table",
-    ['host = "0.0.0.0"', 'host = "::"', 'extra_args = ["--host", "0.0.0.0"]', 'extra_args = ["--host=::"]'],
+    [
+        'host = "0.0.0.0"',
+        'host = "::"',
+        'extra_args = ["--host", "0.0.0.0"]',
+        'extra_args = ["--host=::"]',
+        # vLLM's argparse takes any unambiguous prefix: --hos and --ho are --host there
+        'extra_args = ["--hos", "0.0.0.0"]',
+        'extra_args = ["--ho=::"]',
+        'extra_args = ["--seed", "1", "--ho", "::"]',
+    ],
 )
 @pytest.mark.parametrize("command", ["serve", "eval"])
 def test_a_config_file_never_opens_the_server_beyond_loopback(
@@ -391,14 +400,31 @@ def test_a_config_file_never_opens_the_server_beyond_loopback(
     assert "listen beyond 127.0.0.1; only the --host flag" in err and "Traceback" not in err
 
 
+def test_a_config_file_cannot_hand_vllm_a_yaml_config_that_could_set_its_host(
+    cloned_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harness.cli import main
+
+    (cloned_repo / "harness.toml").write_text('[server]\nextra_args = ["--config", "vllm.yaml"]\n')
+    (cloned_repo / "vllm.yaml").write_text("host: 0.0.0.0\n")
+    assert main(["serve", "--model", "m"]) == 2
+    err = capsys.readouterr().err
+    assert "passes vLLM a --config file, which may set its host" in err and "Traceback" not in err
+
+
 def test_the_server_binds_loopback_unless_the_host_flag_says_otherwise(cloned_repo: Path) -> None:
     from harness.errors import HarnessError
     from harness.server.config import build_config
 
     assert build_config(model="m").host == "127.0.0.1"
     assert build_config(model="m", host="0.0.0.0").host == "0.0.0.0"  # the explicit flag
-    with pytest.raises(HarnessError, match=r"--extra-args: .*use the harness's own --host"):
-        build_config(model="m", extra_args=("--host", "0.0.0.0"))
+    for extra in (("--host", "0.0.0.0"), ("--hos", "0.0.0.0"), ("--ho=::",), ("--seed", "1", "--h", "::")):
+        with pytest.raises(
+            HarnessError, match=r"--extra-args: .*abbreviation of it.*use the harness's own --host"
+        ):
+            build_config(model="m", extra_args=extra)
+    # options that only share a first letter still pass
+    assert build_config(model="m", extra_args=("--hf-token", "x", "--headless")).extra_args
     with pytest.raises(HarnessError, match=r"--host: .*10\.1\.2\.3"):
         build_config(model="m", host="10.1.2.3")
     (cloned_repo / "harness.toml").write_text('[server]\nhost = "127.0.0.1"\n')  # loopback from a file: fine
