@@ -11,6 +11,7 @@ import uuid
 from pathlib import Path
 
 import psutil
+import pytest
 
 from tests.conftest import REPO
 
@@ -94,3 +95,101 @@ def test_sigterm_to_tasks_verify_in_containers_stops_within_seconds_and_removes_
     assert said[0].startswith("harness: stopped by SIGTERM: 2 running task check(s) stopped"), err
     assert ours() == [], "a container outlived the stop"
     _wait_for(lambda: not _marked(mark), 10, "the tests' processes to end with their containers")
+
+
+def harbor_task(root: Path, name: str, test_sh: str, toml: str = 'version = "1.0"\n') -> Path:
+    """A Harbor task that runs without its image (COPY into WORKDIR only): solve.sh writes
+    done.txt; ``test_sh`` runs with /app, /logs mapped to local directories."""
+    task = root / name
+    for sub in ("environment", "tests", "solution"):
+        (task / sub).mkdir(parents=True)
+    (task / "instruction.md").write_text("Write done.txt in /app.\n")
+    (task / "task.toml").write_text(toml)
+    (task / "environment" / "Dockerfile").write_text("FROM debian\nWORKDIR /app\nCOPY start.txt .\n")
+    (task / "environment" / "start.txt").write_text("start\n")
+    (task / "solution" / "solve.sh").write_text("#!/usr/bin/env bash\necho done > /app/done.txt\n")
+    (task / "tests" / "test.sh").write_text(test_sh)
+    return task
+
+
+GRADED = "#!/usr/bin/env bash\nif [ -f /app/done.txt ]; then r={good}; else r=0; fi\n"
+
+
+def test_a_reward_outside_0_1_nan_inf_or_true_is_an_error_in_its_task_s_row(tmp_path: Path) -> None:
+    """Before: 5.0 and inf were clamped to 1 (the task valid), NaN scored as NaN, `true` in
+    reward.json scored 1, and `true` in reward.txt fell back to the exit code."""
+    from harness.tasks.oracle import verify_suite
+
+    NOT = ", not a reward (a number from 0 to 1)"
+    suite = tmp_path / "suite"
+    txt = GRADED + "echo $r > /logs/verifier/reward.txt\n"
+    js = GRADED + 'echo "{\\"reward\\": $r}" > /logs/verifier/reward.json\n'
+    harbor_task(suite, "ok", txt.replace("{good}", "1"))
+    bad = {
+        "five": (txt.replace("{good}", "5.0"), "reward.txt holds 5.0" + NOT),
+        "nan": (txt.replace("{good}", "nan"), "reward.txt holds nan" + NOT),
+        "inf": (txt.replace("{good}", "inf"), "reward.txt holds inf" + NOT),
+        "minus": (txt.replace("{good}", "-0.5"), "reward.txt holds -0.5" + NOT),
+        "true-txt": (txt.replace("{good}", "true"), "reward.txt holds 'true'" + NOT),
+        "true-json": (js.replace("{good}", "true"), "reward.json's 'reward' holds True" + NOT),
+        "json-five": (js.replace("{good}", "5"), "reward.json's 'reward' holds 5" + NOT),
+        "json-text": (
+            "#!/usr/bin/env bash\necho '[[[' > /logs/verifier/reward.json\n",
+            "reward.json is not JSON",
+        ),
+    }
+    for name, (script, _) in bad.items():
+        harbor_task(suite, name, script)
+    checks = {c.task_id: c for c in verify_suite(str(suite), runtime="local").checks}
+    assert checks["ok"].status == "valid", checks["ok"]
+    for name, (_, reason) in bad.items():
+        check = checks[name]
+        assert check.status == "error", (name, check)
+        assert reason in check.detail, (name, check.detail)
+
+
+def test_an_episode_whose_tests_write_reward_5_scores_0_with_the_reason_in_its_record(tmp_path: Path) -> None:
+    from harness.evaluate import EvalConfig, run_eval
+    from harness.replay import ReplayScript, ReplayServer, ScriptedCall, ScriptedResponse
+    from harness.results.store import RunStore
+
+    suite = tmp_path / "suite"
+    harbor_task(suite, "five", "#!/usr/bin/env bash\necho 5.0 > /logs/verifier/reward.txt\n")
+    finish = ScriptedResponse(tool_calls=[ScriptedCall(name="finish", arguments={"message": "done"})])
+    run = tmp_path / "run"
+    with ReplayServer(ReplayScript(model="scripted", responses=[finish])) as server:
+        run_eval(EvalConfig(runtime="local", models=("scripted",), tasks=str(suite), base_url=server.base_url,
+                            run_dir=run))  # fmt: skip
+    (rec,) = RunStore(run).records().values()
+    assert rec.reward == 0.0 and rec.status != "resolved", rec
+    assert rec.error is not None and "reward.txt holds 5.0, not a reward" in rec.error.message, rec.error
+
+
+@pytest.mark.parametrize(
+    ("table", "needle"),
+    [
+        ("[environment]\nmemory_mb = 0.5\n", "memory_mb = 0.5"),  # was "0m": no limit at all
+        ("[environment]\nmemory_mb = inf\n", "memory_mb = inf"),  # was an OverflowError
+        ("[environment]\nmemory_mb = nan\n", "memory_mb = nan"),
+        ('[environment]\nmemory = "0.001G"\n', "memory = '0.001G'"),
+        ("[environment]\ncpus = inf\n", "cpus = inf"),
+        ("[environment]\ncpus = nan\n", "cpus = nan"),
+        ("[environment]\ncpus = 1e-12\n", "cpus = 1e-12"),  # was nano_cpus 0: no limit
+        ("[environment]\nstorage_mb = -1\n", "storage_mb = -1"),
+        ("[environment]\nstorage_mb = inf\n", "storage_mb = inf"),
+        ("[environment]\nbuild_timeout_sec = inf\n", "build_timeout_sec = inf"),
+        ("[agent]\ntimeout_sec = true\n", "agent_timeout_s"),  # was 1 s
+        ('[verifier]\ntimeout_sec = "600"\n', "verify_timeout_s"),
+    ],
+)
+def test_impossible_limits_are_an_error_in_that_task_s_row(tmp_path: Path, table: str, needle: str) -> None:
+    from harness.tasks.loader import load_suite
+
+    suite = tmp_path / "suite"
+    harbor_task(suite, "ok", "exit 0\n", 'version = "1.0"\n[environment]\ncpus = 1\nmemory_mb = 1536\n')
+    harbor_task(suite, "odd", "exit 0\n", table)
+    loaded = load_suite(str(suite))
+    assert [t.id for t in loaded.tasks] == ["ok"]
+    assert loaded.tasks[0].limits.memory_gib == 1.5 and loaded.tasks[0].limits.cpus == 1.0
+    (skipped,) = loaded.skipped
+    assert skipped.id == "odd" and needle in skipped.reason, skipped.reason
