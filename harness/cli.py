@@ -389,7 +389,7 @@ def cmd_tasks_verify(args: argparse.Namespace) -> int:
         )
         t.add_row(escape(c.task_id), "[red]error[/]" if c.status == "error" else ref, raw, escape(c.detail))
     for s in report.skipped:
-        t.add_row(s.id, "[yellow]skipped[/]", "-", escape(s.reason))
+        t.add_row(escape(s.id), "[yellow]skipped[/]", "-", escape(s.reason))
     out.print(t)
     n = len(report.checks)
     ref_pass = sum(bool(c.reference and c.reference.resolved) for c in report.checks)

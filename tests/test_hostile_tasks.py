@@ -3,6 +3,7 @@ directories and a stop signal. One bad task is that task's row, never the end of
 a stop ends the command within seconds with its sandboxes gone.
 """
 
+import os
 import signal
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import pytest
 
 from tests.conftest import REPO
 
+WIDE = {**os.environ, "COLUMNS": "400"}  # table cells on one line each
 STOP_EXIT_S = 8.0  # as tests/test_faults.py: a stop ends the process within seconds
 
 
@@ -193,3 +195,59 @@ def test_impossible_limits_are_an_error_in_that_task_s_row(tmp_path: Path, table
     assert loaded.tasks[0].limits.memory_gib == 1.5 and loaded.tasks[0].limits.cpus == 1.0
     (skipped,) = loaded.skipped
     assert skipped.id == "odd" and needle in skipped.reason, skipped.reason
+
+
+def test_one_hostile_task_directory_is_listed_with_its_reason_and_the_others_are_verified(
+    tmp_path: Path,
+) -> None:
+    """A 5,000-deep task.toml (RecursionError), `limits = 5` (TypeError), `metadata = 5` (a
+    ValidationError), an instruction that is no text: each was a traceback that ended the whole
+    `tasks verify` (and eval's load); now each is its own row, and the good task is verified."""
+    from harness.tasks import load_tasks
+    from tests.conftest import run_harness
+
+    suite = tmp_path / "suite"
+    harbor_task(suite, "good", GRADED.replace("{good}", "1") + "echo $r > /logs/verifier/reward.txt\n")
+    odd = {
+        "deep": "x = " + "[" * 5000 + "]" * 5000 + "\n",
+        "limits-int": "limits = 5\n",
+        "metadata-int": "metadata = 5\n",
+        "binary": 'version = "1.0"\n',
+    }
+    for name, toml in odd.items():
+        harbor_task(suite, name, "exit 0\n", toml)
+    (suite / "binary" / "instruction.md").write_bytes(b"\xff\xfe\x00bad")
+    done = run_harness("tasks", "verify", str(suite), "--runtime", "local", env=WIDE)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 0, done.stdout + done.stderr  # the good task is valid
+    rows = {ln.split("│")[1].strip(): ln for ln in done.stdout.splitlines() if ln.count("│") >= 4}
+    assert "pass" in rows["good"] and "fails" in rows["good"]
+    for name, reason in [
+        ("deep", "RecursionError"),
+        ("limits-int", "TypeError"),
+        ("metadata-int", "ValidationError"),
+        ("binary", "UnicodeDecodeError"),
+    ]:
+        assert "skipped" in rows[name] and reason in rows[name], rows.get(name)
+    # eval's load: the same four listed, the good task runs
+    assert [t.id for t in load_tasks(str(suite))] == ["good"]
+
+
+def test_a_task_whose_image_name_breaks_the_engine_call_is_its_own_row_in_containers(tmp_path: Path) -> None:
+    """`docker_image = "../../../etc/passwd"`: the engine's client raised NotFound for the API
+    path /etc/passwd/json through `tasks verify`, a traceback for the whole suite; now that task's
+    row says so and the other task is verified."""
+    from harness.runtime.engine import docker_client
+    from harness.runtime.images import ensure_sandbox_image
+    from harness.tasks.oracle import verify_suite
+
+    ensure_sandbox_image(docker_client())
+    suite = tmp_path / "suite"
+    native_task(suite, "good", "#!/usr/bin/env bash\n[ -f done ]\n", "[limits]\nverify_timeout_s = 60\n")
+    (suite / "good" / "solution" / "solve.sh").write_text("#!/usr/bin/env bash\ntouch done\n")
+    evil = native_task(suite, "evil", "exit 0\n", '[environment]\ndocker_image = "../../../etc/passwd"\n')
+    for sub in ("tests", "solution"):
+        assert (evil / sub).is_dir()
+    checks = {c.task_id: c for c in verify_suite(str(suite), runtime="docker").checks}
+    assert checks["good"].status == "valid", checks["good"]
+    assert checks["evil"].status == "error" and "../../../etc/passwd" in checks["evil"].detail, checks["evil"]

@@ -128,7 +128,20 @@ def builtin_suites() -> list[str]:
 
 def load_task(path: Path, suite: str, *, images: bool = False, task_id: str | None = None) -> Task:
     """One task directory; ``images``: a container runtime will run it, so a Dockerfile task is
-    built as its image instead of being replayed on this machine."""
+    built as its image instead of being replayed on this machine. Whatever the directory holds
+    (a 5,000-deep task.toml, `limits = 5`, bytes that are no text), the error is a HarnessError
+    naming it: one hostile task directory never ends the load of the others."""
+    try:
+        return _load_task(path, suite, images=images, task_id=task_id)
+    except HarnessError:
+        raise
+    except Exception as exc:  # RecursionError, TypeError, UnicodeDecodeError, ValidationError ...
+        raise TaskRefused(
+            f"{path}: cannot be read as a task: {type(exc).__name__}: {str(exc)[:300]}"
+        ) from None
+
+
+def _load_task(path: Path, suite: str, *, images: bool, task_id: str | None) -> Task:
     toml = path / "task.toml"
     if (path / "task.yaml").is_file() and not toml.is_file():
         raise TaskRefused(
@@ -337,6 +350,8 @@ def load_suite(suite_or_path: str, *, images: bool = False) -> Suite:
                 instances.append(load_task(d, suite=path.stem, images=images))
             except UnsupportedTask as exc:
                 need_image.append(Skipped(id=d.name, path=d, reason=str(exc), needs_image=True))
+            except HarnessError as exc:
+                need_image.append(Skipped(id=d.name, path=d, reason=str(exc)))
         return Suite(tasks=instances, skipped=need_image)
     if not path.exists():
         builtin = repo_root() / "tasks" / suite_or_path
