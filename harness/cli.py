@@ -420,6 +420,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from harness.results.compare import compare
     from harness.results.runs import load_run
 
+    if args.html is not None and args.html.is_dir():  # a mistake, not a BLOCK (exit 1) under --strict
+        raise HarnessError(
+            f"--html {args.html}: is a directory; give the page's file name, e.g. {args.html / 'compare.html'}"
+        )
     run_a = load_run(args.run_a)
     run_b = (
         run_a if args.run_b is None or args.run_b.resolve() == args.run_a.resolve() else load_run(args.run_b)
@@ -438,7 +442,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.html:
         from harness.results.compare_page import write_compare_page
 
-        page = write_compare_page(c, run_a, run_b, args.html)
+        try:
+            page = write_compare_page(c, run_a, run_b, args.html)
+        except OSError as exc:
+            raise HarnessError(f"--html {args.html}: cannot write it ({exc.strerror or exc})") from None
     if args.json:
         print(c.model_dump_json(indent=2))
         return code

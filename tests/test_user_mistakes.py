@@ -267,3 +267,20 @@ def test_serve_and_eval_refuse_gpu_memory_utilization_outside_0_1(
         ["eval", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", flag],
         "--gpu-memory-utilization",
     )
+
+
+@pytest.mark.parametrize("target", ["dir", "under-a-file"])
+def test_compare_html_into_a_directory_is_a_mistake_not_a_block(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], target: str
+) -> None:
+    """`compare --html DIR` crashed with a traceback and exit 1, which --strict reads as BLOCK."""
+    from tests.helpers.runs import record, write_run
+
+    a = write_run(tmp_path / "a", [record(t, reward=1.0) for t in "xyz"])
+    b = write_run(tmp_path / "b", [record(t, reward=1.0) for t in "xyz"])
+    (tmp_path / "file").write_text("")
+    html = tmp_path / "pages" if target == "dir" else tmp_path / "file" / "page.html"
+    if target == "dir":
+        html.mkdir()
+    argv = ["compare", str(a), str(b), "--max-drop", "5", "--strict", "--html", str(html)]
+    one_line_error(capsys, argv, f"--html {html}")
