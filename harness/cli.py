@@ -428,9 +428,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     run_b = (
         run_a if args.run_b is None or args.run_b.resolve() == args.run_a.resolve() else load_run(args.run_b)
     )
-    from harness.results.gate import threshold
+    from harness.results.gate import threshold, threshold_note
 
     max_drop, min_gain = threshold(args.max_drop, "--max-drop"), threshold(args.min_gain, "--min-gain")
+    for value, flag in ((args.max_drop, "--max-drop"), (args.min_gain, "--min-gain")):
+        if note := threshold_note(value, flag):
+            print(f"harness: note: {note}", file=sys.stderr)
     if max_drop is not None and min_gain is not None:
         raise HarnessError("--max-drop and --min-gain: give one gate at a time")
     if args.strict and max_drop is None and min_gain is None:
@@ -686,13 +689,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         "--max-drop",
         type=float,
         metavar="X",
-        help="gate: PASS when a drop of X points (B - A) or more is ruled out (95%% CI), BLOCK when a drop over X is established, else WARN",
+        help="gate: PASS when a drop of X points (B - A) or more is ruled out (95%% CI), BLOCK when a drop over X is established, else WARN; X under 1 is a fraction (0.05 = 5 points)",
     )
     cmp.add_argument(
         "--min-gain",
         type=float,
         metavar="X",
-        help="gate: PASS when B is better by more than X points (95%% CI), BLOCK when it is established not to be, else WARN",
+        help="gate: PASS when B is better by more than X points (95%% CI), BLOCK when it is established not to be, else WARN; X under 1 is a fraction",
     )
     cmp.add_argument(
         "--strict", action="store_true", help="exit with the gate's verdict: 0 PASS, 1 BLOCK, 2 WARN"

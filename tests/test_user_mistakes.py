@@ -284,3 +284,24 @@ def test_compare_html_into_a_directory_is_a_mistake_not_a_block(
         html.mkdir()
     argv = ["compare", str(a), str(b), "--max-drop", "5", "--strict", "--html", str(html)]
     one_line_error(capsys, argv, f"--html {html}")
+
+
+def test_max_drop_0_05_is_read_as_5_points_and_the_reading_is_said(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--max-drop 0.05` was a gate of 0.05 points, silently; now it is the fraction 0.05 = 5
+    points, the same gate as `--max-drop 5`, and a note on stderr says so."""
+    from tests.helpers.runs import record, write_run
+
+    tasks = [f"t{i}" for i in range(20)]
+    a = write_run(tmp_path / "a", [record(t, reward=1.0) for t in tasks])
+    b = write_run(tmp_path / "b", [record(t, reward=float(i != 0)) for i, t in enumerate(tasks)])
+    gates = {}
+    for flag in ("--max-drop", "--min-gain"):
+        for value in ("0.05", "5"):
+            assert main(["compare", str(a), str(b), flag, value, "--json"]) == 0
+            got = capsys.readouterr()
+            gates[flag, value] = json.loads(got.out)["gate"]
+            note = f"harness: note: {flag} 0.05 read as a fraction: 5 points of resolve rate"
+            assert (note in got.err) == (value == "0.05"), got.err
+        assert gates[flag, "0.05"] == gates[flag, "5"] and gates[flag, "5"]["threshold"] == 0.05
