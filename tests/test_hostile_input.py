@@ -77,6 +77,29 @@ def test_a_read_only_run_directory_is_one_line(tmp_path: Path, monkeypatch: pyte
         run.chmod(0o755)
 
 
+@pytest.mark.parametrize("kind", ["link", "dangling-link", "fifo"])
+def test_a_planted_lock_file_is_never_followed_or_truncated(tmp_path: Path, kind: str) -> None:
+    """`RUN/.eval.lock -> ~/.bashrc`: the eval truncated the link's target and wrote its PID there."""
+    run = tmp_path / "run"
+    run.mkdir()
+    target = tmp_path / "precious.txt"
+    if kind == "link":
+        target.write_text("keep me\n")
+    if kind == "fifo":
+        os.mkfifo(run / ".eval.lock")
+    else:
+        (run / ".eval.lock").symlink_to(target)
+    what = "not a regular file" if kind == "fifo" else "a symbolic link"
+    with pytest.raises(
+        HarnessError, match=rf"\.eval\.lock: is {what}, not the harness's lock file; remove it"
+    ):
+        RunStore(run).init(_manifest())
+    if kind == "link":
+        assert target.read_text() == "keep me\n"
+    else:
+        assert not target.exists()  # a dangling link is not created through either
+
+
 def _apply(patch: str, tree: Path) -> None:
     subprocess.run(["git", "apply", "--binary", "-"], input=patch, text=True, cwd=tree, check=True)
 
