@@ -100,6 +100,44 @@ def test_a_planted_lock_file_is_never_followed_or_truncated(tmp_path: Path, kind
         assert not target.exists()  # a dangling link is not created through either
 
 
+def test_a_record_s_trajectory_outside_the_run_directory_is_never_opened(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A record naming `/home/me/secret`, `../x` or a link out as its trajectory: show, report,
+    compare --html and loops printed that file (as turns) before; now each says it is not opened."""
+    from harness.cli import main
+    from harness.monitor import Turn
+    from tests.helpers.runs import record, write_run
+
+    secret = tmp_path / "outside.jsonl"
+    secret.write_text(Turn(index=0, text="SECRET-CONTENT", tool_calls=[]).model_dump_json() + "\n")
+    trajectories = {"abs": str(secret), "dotdot": "../outside.jsonl", "link": "trajectories/link.jsonl"}
+    for name, reward in (("base", 0.0), ("run", 1.0)):  # the flipped tasks are on compare's page
+        (tmp_path / name / "trajectories").mkdir(parents=True)
+        (tmp_path / name / "trajectories" / "link.jsonl").symlink_to(secret)
+        recs = [record(t, reward=reward, loop="repeat_call") for t in trajectories]
+        write_run(
+            tmp_path / name, [r.model_copy(update={"trajectory": trajectories[r.task_id]}) for r in recs]
+        )
+    run = tmp_path / "run"
+    out = []
+    for task in trajectories:
+        assert main(["show", str(run), f"m/{task}/seed1", "--all"]) == 0
+        got = capsys.readouterr()
+        assert "points outside the run directory; not opened" in " ".join((got.out + got.err).split()), got
+        out.append(got.out + got.err)
+    assert main(["loops", str(run), "--json"]) == 0
+    loops = capsys.readouterr()
+    assert loops.out.count("points outside the run directory; not opened") == 3, loops.out
+    out.append(loops.out + loops.err)
+    assert main(["report", str(run), "--out", str(tmp_path / "report")]) == 0
+    out += [f.read_text() for f in (tmp_path / "report").glob("report.*")]
+    assert main(["compare", str(tmp_path / "base"), str(run), "--html", str(tmp_path / "c.html")]) == 0
+    out.append((tmp_path / "c.html").read_text())
+    capsys.readouterr()
+    assert not any("SECRET-CONTENT" in text for text in out)
+
+
 def _apply(patch: str, tree: Path) -> None:
     subprocess.run(["git", "apply", "--binary", "-"], input=patch, text=True, cwd=tree, check=True)
 

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from harness._text import clean
 from harness.errors import HarnessError
 from harness.monitor import ToolSchemas, Turn, validate_turn
+from harness.results.run_files import inside_run
 from harness.results.store import EpisodeRecord
 
 
@@ -82,7 +83,9 @@ def load_episode(root: Path, record: EpisodeRecord, schemas: ToolSchemas | None)
     notes: list[str] = []
     turns: list[Turn] = []
     path = root / record.trajectory
-    if not record.trajectory or not path.is_file():
+    if record.trajectory and inside_run(root, record.trajectory) is None:
+        notes.append(f"trajectory {record.trajectory!r} points outside the run directory; not opened")
+    elif not record.trajectory or not path.is_file():
         notes.append(
             f"no trajectory at {path}"
             + (f" (the episode ended in error: {record.error.message})" if record.error else "")

@@ -26,6 +26,7 @@ from harness.episodes.turns_from_events import SdkTurnAssembler, _text_of, turns
 from harness.errors import HarnessError
 from harness.monitor.records import ToolCall, Turn
 from harness.results._gc import gc_paused
+from harness.results.run_files import inside_run
 
 
 class Trajectory(BaseModel):
@@ -399,7 +400,11 @@ def _run_dir(run_dir: Path, result: ReadResult) -> Iterator[Trajectory]:
         turns: list[Turn] = []
         if rel:
             traj = run_dir / str(rel)
-            if not traj.is_file():
+            if inside_run(run_dir, str(rel)) is None:
+                result.warnings.append(
+                    f"{run_dir}/episodes.jsonl:{number}: trajectory {rel} points outside the run directory; not opened"
+                )
+            elif not traj.is_file():
                 result.warnings.append(f"{run_dir}/episodes.jsonl:{number}: trajectory {rel} is missing")
             else:
                 bad = _read_turns(traj, turns)
