@@ -138,6 +138,86 @@ def test_a_record_s_trajectory_outside_the_run_directory_is_never_opened(
     assert not any("SECRET-CONTENT" in text for text in out)
 
 
+def _harness_capped(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """The CLI (or ``-c CODE``) in a process whose address space is capped at 4 GiB: a read
+    without bounds ends in MemoryError there instead of taking this machine's memory."""
+    import resource
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+    return subprocess.run(
+        [sys.executable, *(args if args[0] == "-c" else ["-m", "harness.cli", *args])],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        preexec_fn=cap,
+        cwd=Path(__file__).parent.parent,
+    )
+
+
+@pytest.mark.parametrize("planted", ["dev-zero", "fifo", "trajectory-dev-zero", "run-json-dev-zero"])
+def test_run_files_linked_to_a_device_or_a_pipe_are_one_line_errors_not_memory_or_a_hang(
+    tmp_path: Path, planted: str
+) -> None:
+    """`episodes.jsonl -> /dev/zero` ended in MemoryError; a FIFO in its place hung every command."""
+    from tests.helpers.runs import record, write_run
+
+    run = write_run(tmp_path / "run", [record("a", loop="repeat_call"), record("b", reward=0.0)])
+    other = write_run(tmp_path / "other", [record("a"), record("b")])
+    target = {
+        "dev-zero": run / "episodes.jsonl",
+        "fifo": run / "episodes.jsonl",
+        "trajectory-dev-zero": run / "trajectories" / "m" / "a" / "seed1.jsonl",
+        "run-json-dev-zero": run / "run.json",
+    }[planted]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.unlink(missing_ok=True)
+    if planted == "fifo":
+        os.mkfifo(target)
+    else:
+        target.symlink_to("/dev/zero")
+    if planted == "trajectory-dev-zero":  # the record names it: a file inside the run, a link to a device
+        with (run / "episodes.jsonl").open("a") as fh:
+            rec = record("a", loop="repeat_call").model_copy(
+                update={"trajectory": "trajectories/m/a/seed1.jsonl"}
+            )
+            fh.write(rec.model_dump_json() + "\n")
+    commands = {
+        "show": ["show", str(run)],
+        "show-one": ["show", str(run), "m/a/seed1"],
+        "report": ["report", str(run), "--out", str(tmp_path / "report")],
+        "compare": ["compare", str(other), str(run), "--json"],
+        "loops": ["loops", str(run)],  # a device is no episodes.jsonl to it: "unknown format"
+        "export-preds": ["export-preds", str(run), "--out", str(tmp_path / "preds.jsonl")],
+    }
+    chosen = {
+        "dev-zero": list(commands),
+        "fifo": ["show", "compare", "loops"],
+        "trajectory-dev-zero": ["show-one", "report", "loops"],
+        "run-json-dev-zero": ["show", "report"],
+    }[planted]
+    if planted == "dev-zero":  # what eval's resume reads: the store's records
+        code = f"from pathlib import Path; from harness.results.store import RunStore; RunStore(Path({str(run)!r})).records()"
+        commands["resume"] = ["-c", code]
+        chosen.append("resume")
+    for name in chosen:
+        done = _harness_capped(*commands[name])
+        if name == "resume":  # a HarnessError raised, not read to exhaustion
+            assert (
+                done.returncode == 1 and "RunFileError" in done.stderr and "not a regular file" in done.stderr
+            )
+            continue
+        err = done.stderr
+        assert "Traceback" not in err and "MemoryError" not in err, (name, err[-2000:])
+        if planted == "trajectory-dev-zero" or name == "loops":  # the run reads, or it is no run
+            assert done.returncode in (0, 2), (name, err[-2000:])
+        else:
+            assert done.returncode == 2, (name, done.returncode, err[-2000:])
+            said = [ln for ln in err.splitlines() if ln.startswith("harness: ")]
+            assert said and "not a regular file" in said[-1] and target.name in said[-1], (name, err)
+
+
 def _apply(patch: str, tree: Path) -> None:
     subprocess.run(["git", "apply", "--binary", "-"], input=patch, text=True, cwd=tree, check=True)
 
