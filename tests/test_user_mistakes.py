@@ -305,3 +305,26 @@ def test_max_drop_0_05_is_read_as_5_points_and_the_reading_is_said(
             note = f"harness: note: {flag} 0.05 read as a fraction: 5 points of resolve rate"
             assert (note in got.err) == (value == "0.05"), got.err
         assert gates[flag, "0.05"] == gates[flag, "5"] and gates[flag, "5"]["threshold"] == 0.05
+
+
+@pytest.mark.parametrize("given", ["file", "directory", "safetensors-header"])
+def test_plan_on_a_deeply_nested_config_or_a_huge_header_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], given: str
+) -> None:
+    """A config.json of 100,000 nested brackets ended `plan` in RecursionError; a safetensors file
+    whose first 8 bytes claim a 2**60-byte header asked for that much memory."""
+    import struct
+
+    model = tmp_path / "model"
+    model.mkdir()
+    if given == "safetensors-header":
+        (model / "config.json").write_text(QWEN7B.read_text())
+        (model / "model.safetensors").write_bytes(struct.pack("<Q", 1 << 60) + b"{}")
+        needles = ["model.safetensors", "unreadable safetensors header"]
+    else:
+        config = json.loads(QWEN7B.read_text())
+        text = json.dumps(config)[:-1] + ', "deep": ' + "[" * 100_000 + "]" * 100_000 + "}"
+        (model / "config.json").write_text(text)
+        needles = ["config.json", "nested too deeply"]
+    target = model / "config.json" if given == "file" else model
+    one_line_error(capsys, ["plan", "--model", str(target), "--gpu", "h100"], *needles)
