@@ -417,7 +417,7 @@ def cmd_tasks_verify(args: argparse.Namespace) -> int:
         )
         t.add_row(escape(c.task_id), "[red]error[/]" if c.status == "error" else ref, raw, escape(c.detail))
     for s in report.skipped:
-        t.add_row(s.id, "[yellow]skipped[/]", "-", escape(s.reason))
+        t.add_row(escape(s.id), "[yellow]skipped[/]", "-", escape(s.reason))
     out.print(t)
     n = len(report.checks)
     ref_pass = sum(bool(c.reference and c.reference.resolved) for c in report.checks)
@@ -461,6 +461,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from harness.results.compare import compare
     from harness.results.runs import load_run
 
+    if args.html is not None and args.html.is_dir():  # a mistake, not a BLOCK (exit 1) under --strict
+        raise HarnessError(
+            f"--html {args.html}: is a directory; give the page's file name, e.g. {args.html / 'compare.html'}"
+        )
     selection = task_selection(args)
     run_a = load_run(args.run_a, selection)
     run_b = (
@@ -468,9 +472,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if args.run_b is None or args.run_b.resolve() == args.run_a.resolve()
         else load_run(args.run_b, selection)
     )
-    from harness.results.gate import threshold
+    from harness.results.gate import threshold, threshold_note
 
     max_drop, min_gain = threshold(args.max_drop, "--max-drop"), threshold(args.min_gain, "--min-gain")
+    for value, flag in ((args.max_drop, "--max-drop"), (args.min_gain, "--min-gain")):
+        if note := threshold_note(value, flag):
+            print(f"harness: note: {note}", file=sys.stderr)
     if max_drop is not None and min_gain is not None:
         raise HarnessError("--max-drop and --min-gain: give one gate at a time")
     if args.strict and max_drop is None and min_gain is None:
@@ -482,7 +489,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.html:
         from harness.results.compare_page import write_compare_page
 
-        page = write_compare_page(c, run_a, run_b, args.html)
+        try:
+            page = write_compare_page(c, run_a, run_b, args.html)
+        except OSError as exc:
+            raise HarnessError(f"--html {args.html}: cannot write it ({exc.strerror or exc})") from None
     if args.json:
         print(c.model_dump_json(indent=2))
         return code
@@ -727,13 +737,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         "--max-drop",
         type=float,
         metavar="X",
-        help="gate: PASS when a drop of X points (B - A) or more is ruled out (95%% CI), BLOCK when a drop over X is established, else WARN",
+        help="gate: PASS when a drop of X points (B - A) or more is ruled out (95%% CI), BLOCK when a drop over X is established, else WARN; X under 1 is a fraction (0.05 = 5 points)",
     )
     cmp.add_argument(
         "--min-gain",
         type=float,
         metavar="X",
-        help="gate: PASS when B is better by more than X points (95%% CI), BLOCK when it is established not to be, else WARN",
+        help="gate: PASS when B is better by more than X points (95%% CI), BLOCK when it is established not to be, else WARN; X under 1 is a fraction",
     )
     cmp.add_argument(
         "--strict", action="store_true", help="exit with the gate's verdict: 0 PASS, 1 BLOCK, 2 WARN"

@@ -28,6 +28,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from harness._signals import stop_on_signals as _stop_on_signals
 from harness._text import markup
 from harness.episodes.driver import EpisodeOutcome, failed_outcome, kill_running_shells
 from harness.episodes.faults import disk_full
@@ -264,29 +265,6 @@ def _disk_full_error(exc: OSError, what: str) -> HarnessError:
         f"disk full: {what} ({exc.strerror or exc}); free space and run the same command again "
         "(finished episodes are kept, unfinished ones run again)"
     )
-
-
-@contextlib.contextmanager
-def _stop_on_signals(stop: threading.Event, caught: list[int]) -> Iterator[None]:
-    """The first SIGINT or SIGTERM sets ``stop`` and unwinds the main thread (KeyboardInterrupt);
-    later ones are ignored, so the cleanup that the first one started (seconds) runs to its end."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def on_signal(signo: int, _frame: Any) -> None:
-        if caught:
-            return
-        caught.append(signo)
-        stop.set()
-        raise KeyboardInterrupt
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 class _Rollout:

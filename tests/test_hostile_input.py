@@ -77,6 +77,147 @@ def test_a_read_only_run_directory_is_one_line(tmp_path: Path, monkeypatch: pyte
         run.chmod(0o755)
 
 
+@pytest.mark.parametrize("kind", ["link", "dangling-link", "fifo"])
+def test_a_planted_lock_file_is_never_followed_or_truncated(tmp_path: Path, kind: str) -> None:
+    """`RUN/.eval.lock -> ~/.bashrc`: the eval truncated the link's target and wrote its PID there."""
+    run = tmp_path / "run"
+    run.mkdir()
+    target = tmp_path / "precious.txt"
+    if kind == "link":
+        target.write_text("keep me\n")
+    if kind == "fifo":
+        os.mkfifo(run / ".eval.lock")
+    else:
+        (run / ".eval.lock").symlink_to(target)
+    what = "not a regular file" if kind == "fifo" else "a symbolic link"
+    with pytest.raises(
+        HarnessError, match=rf"\.eval\.lock: is {what}, not the harness's lock file; remove it"
+    ):
+        RunStore(run).init(_manifest())
+    if kind == "link":
+        assert target.read_text() == "keep me\n"
+    else:
+        assert not target.exists()  # a dangling link is not created through either
+
+
+def test_a_record_s_trajectory_outside_the_run_directory_is_never_opened(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A record naming `/home/me/secret`, `../x` or a link out as its trajectory: show, report,
+    compare --html and loops printed that file (as turns) before; now each says it is not opened."""
+    from harness.cli import main
+    from harness.monitor import Turn
+    from tests.helpers.runs import record, write_run
+
+    secret = tmp_path / "outside.jsonl"
+    secret.write_text(Turn(index=0, text="SECRET-CONTENT", tool_calls=[]).model_dump_json() + "\n")
+    trajectories = {"abs": str(secret), "dotdot": "../outside.jsonl", "link": "trajectories/link.jsonl"}
+    for name, reward in (("base", 0.0), ("run", 1.0)):  # the flipped tasks are on compare's page
+        (tmp_path / name / "trajectories").mkdir(parents=True)
+        (tmp_path / name / "trajectories" / "link.jsonl").symlink_to(secret)
+        recs = [record(t, reward=reward, loop="repeat_call") for t in trajectories]
+        write_run(
+            tmp_path / name, [r.model_copy(update={"trajectory": trajectories[r.task_id]}) for r in recs]
+        )
+    run = tmp_path / "run"
+    out = []
+    for task in trajectories:
+        assert main(["show", str(run), f"m/{task}/seed1", "--all"]) == 0
+        got = capsys.readouterr()
+        assert "points outside the run directory; not opened" in " ".join((got.out + got.err).split()), got
+        out.append(got.out + got.err)
+    assert main(["loops", str(run), "--json"]) == 0
+    loops = capsys.readouterr()
+    assert loops.out.count("points outside the run directory; not opened") == 3, loops.out
+    out.append(loops.out + loops.err)
+    assert main(["report", str(run), "--out", str(tmp_path / "report")]) == 0
+    out += [f.read_text() for f in (tmp_path / "report").glob("report.*")]
+    assert main(["compare", str(tmp_path / "base"), str(run), "--html", str(tmp_path / "c.html")]) == 0
+    out.append((tmp_path / "c.html").read_text())
+    capsys.readouterr()
+    assert not any("SECRET-CONTENT" in text for text in out)
+
+
+def _harness_capped(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """The CLI (or ``-c CODE``) in a process whose address space is capped at 4 GiB: a read
+    without bounds ends in MemoryError there instead of taking this machine's memory."""
+    import resource
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+    return subprocess.run(
+        [sys.executable, *(args if args[0] == "-c" else ["-m", "harness.cli", *args])],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        preexec_fn=cap,
+        cwd=Path(__file__).parent.parent,
+    )
+
+
+@pytest.mark.parametrize("planted", ["dev-zero", "fifo", "trajectory-dev-zero", "run-json-dev-zero"])
+def test_run_files_linked_to_a_device_or_a_pipe_are_one_line_errors_not_memory_or_a_hang(
+    tmp_path: Path, planted: str
+) -> None:
+    """`episodes.jsonl -> /dev/zero` ended in MemoryError; a FIFO in its place hung every command."""
+    from tests.helpers.runs import record, write_run
+
+    run = write_run(tmp_path / "run", [record("a", loop="repeat_call"), record("b", reward=0.0)])
+    other = write_run(tmp_path / "other", [record("a"), record("b")])
+    target = {
+        "dev-zero": run / "episodes.jsonl",
+        "fifo": run / "episodes.jsonl",
+        "trajectory-dev-zero": run / "trajectories" / "m" / "a" / "seed1.jsonl",
+        "run-json-dev-zero": run / "run.json",
+    }[planted]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.unlink(missing_ok=True)
+    if planted == "fifo":
+        os.mkfifo(target)
+    else:
+        target.symlink_to("/dev/zero")
+    if planted == "trajectory-dev-zero":  # the record names it: a file inside the run, a link to a device
+        with (run / "episodes.jsonl").open("a") as fh:
+            rec = record("a", loop="repeat_call").model_copy(
+                update={"trajectory": "trajectories/m/a/seed1.jsonl"}
+            )
+            fh.write(rec.model_dump_json() + "\n")
+    commands = {
+        "show": ["show", str(run)],
+        "show-one": ["show", str(run), "m/a/seed1"],
+        "report": ["report", str(run), "--out", str(tmp_path / "report")],
+        "compare": ["compare", str(other), str(run), "--json"],
+        "loops": ["loops", str(run)],  # a device is no episodes.jsonl to it: "unknown format"
+        "export-preds": ["export-preds", str(run), "--out", str(tmp_path / "preds.jsonl")],
+    }
+    chosen = {
+        "dev-zero": list(commands),
+        "fifo": ["show", "compare", "loops"],
+        "trajectory-dev-zero": ["show-one", "report", "loops"],
+        "run-json-dev-zero": ["show", "report"],
+    }[planted]
+    if planted == "dev-zero":  # what eval's resume reads: the store's records
+        code = f"from pathlib import Path; from harness.results.store import RunStore; RunStore(Path({str(run)!r})).records()"
+        commands["resume"] = ["-c", code]
+        chosen.append("resume")
+    for name in chosen:
+        done = _harness_capped(*commands[name])
+        if name == "resume":  # a HarnessError raised, not read to exhaustion
+            assert (
+                done.returncode == 1 and "RunFileError" in done.stderr and "not a regular file" in done.stderr
+            )
+            continue
+        err = done.stderr
+        assert "Traceback" not in err and "MemoryError" not in err, (name, err[-2000:])
+        if planted == "trajectory-dev-zero" or name == "loops":  # the run reads, or it is no run
+            assert done.returncode in (0, 2), (name, err[-2000:])
+        else:
+            assert done.returncode == 2, (name, done.returncode, err[-2000:])
+            said = [ln for ln in err.splitlines() if ln.startswith("harness: ")]
+            assert said and "not a regular file" in said[-1] and target.name in said[-1], (name, err)
+
+
 def _apply(patch: str, tree: Path) -> None:
     subprocess.run(["git", "apply", "--binary", "-"], input=patch, text=True, cwd=tree, check=True)
 
@@ -376,7 +517,16 @@ def test_a_harness_toml_in_the_current_directory_is_announced_with_what_runs_a_p
 
 @pytest.mark.parametrize(
     "table",
-    ['host = "0.0.0.0"', 'host = "::"', 'extra_args = ["--host", "0.0.0.0"]', 'extra_args = ["--host=::"]'],
+    [
+        'host = "0.0.0.0"',
+        'host = "::"',
+        'extra_args = ["--host", "0.0.0.0"]',
+        'extra_args = ["--host=::"]',
+        # vLLM's argparse takes any unambiguous prefix: --hos and --ho are --host there
+        'extra_args = ["--hos", "0.0.0.0"]',
+        'extra_args = ["--ho=::"]',
+        'extra_args = ["--seed", "1", "--ho", "::"]',
+    ],
 )
 @pytest.mark.parametrize("command", ["serve", "eval"])
 def test_a_config_file_never_opens_the_server_beyond_loopback(
@@ -391,14 +541,31 @@ def test_a_config_file_never_opens_the_server_beyond_loopback(
     assert "listen beyond 127.0.0.1; only the --host flag" in err and "Traceback" not in err
 
 
+def test_a_config_file_cannot_hand_vllm_a_yaml_config_that_could_set_its_host(
+    cloned_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harness.cli import main
+
+    (cloned_repo / "harness.toml").write_text('[server]\nextra_args = ["--config", "vllm.yaml"]\n')
+    (cloned_repo / "vllm.yaml").write_text("host: 0.0.0.0\n")
+    assert main(["serve", "--model", "m"]) == 2
+    err = capsys.readouterr().err
+    assert "passes vLLM a --config file, which may set its host" in err and "Traceback" not in err
+
+
 def test_the_server_binds_loopback_unless_the_host_flag_says_otherwise(cloned_repo: Path) -> None:
     from harness.errors import HarnessError
     from harness.server.config import build_config
 
     assert build_config(model="m").host == "127.0.0.1"
     assert build_config(model="m", host="0.0.0.0").host == "0.0.0.0"  # the explicit flag
-    with pytest.raises(HarnessError, match=r"--extra-args: .*use the harness's own --host"):
-        build_config(model="m", extra_args=("--host", "0.0.0.0"))
+    for extra in (("--host", "0.0.0.0"), ("--hos", "0.0.0.0"), ("--ho=::",), ("--seed", "1", "--h", "::")):
+        with pytest.raises(
+            HarnessError, match=r"--extra-args: .*abbreviation of it.*use the harness's own --host"
+        ):
+            build_config(model="m", extra_args=extra)
+    # options that only share a first letter still pass
+    assert build_config(model="m", extra_args=("--hf-token", "x", "--headless")).extra_args
     with pytest.raises(HarnessError, match=r"--host: .*10\.1\.2\.3"):
         build_config(model="m", host="10.1.2.3")
     (cloned_repo / "harness.toml").write_text('[server]\nhost = "127.0.0.1"\n')  # loopback from a file: fine

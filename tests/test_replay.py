@@ -193,3 +193,64 @@ def test_harness_replay_command_serves_a_script_file(tmp_path: Path) -> None:
         text=True,
     )
     assert bad.returncode == 2 and "no such file" in bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_harness_replay_stops_within_seconds_with_a_request_in_flight(tmp_path: Path, signame: str) -> None:
+    """A response scripted to take 120 s is being served: SIGTERM (or Ctrl-C) ends the server
+    within seconds (before: uvicorn waited for the request, the whole 120 s)."""
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    import httpx
+
+    from tests.conftest import REPO
+
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"content": "slow", "delay": 120}]))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "replay", str(script), "--port", str(port)],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        # a job started in the background of a shell inherits SIGINT ignored: give it back
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    url = f"http://127.0.0.1:{port}"
+    answered: list[object] = []
+
+    def ask() -> None:
+        try:
+            answered.append(httpx.post(f"{url}/v1/chat/completions", json={"messages": []}, timeout=150))
+        except httpx.HTTPError as exc:
+            answered.append(exc)
+
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{url}/health").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        asker = threading.Thread(target=ask, daemon=True)
+        asker.start()
+        time.sleep(1.0)  # the request is in the server's hands, sleeping through its delay
+        assert not answered
+        t0 = time.monotonic()
+        proc.send_signal(getattr(signal, signame))
+        _, err = proc.communicate(timeout=150)
+        took = time.monotonic() - t0
+    finally:
+        proc.kill()
+        proc.wait()
+    assert took < 8.0, f"the replay server took {took:.1f} s to stop"
+    # uvicorn re-raises SIGTERM after its shutdown (exit 143); Ctrl-C it ends quietly
+    assert proc.returncode == (143 if signame == "SIGTERM" else 0), err
+    assert "Traceback" not in err, err

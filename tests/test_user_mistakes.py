@@ -267,3 +267,64 @@ def test_serve_and_eval_refuse_gpu_memory_utilization_outside_0_1(
         ["eval", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", flag],
         "--gpu-memory-utilization",
     )
+
+
+@pytest.mark.parametrize("target", ["dir", "under-a-file"])
+def test_compare_html_into_a_directory_is_a_mistake_not_a_block(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], target: str
+) -> None:
+    """`compare --html DIR` crashed with a traceback and exit 1, which --strict reads as BLOCK."""
+    from tests.helpers.runs import record, write_run
+
+    a = write_run(tmp_path / "a", [record(t, reward=1.0) for t in "xyz"])
+    b = write_run(tmp_path / "b", [record(t, reward=1.0) for t in "xyz"])
+    (tmp_path / "file").write_text("")
+    html = tmp_path / "pages" if target == "dir" else tmp_path / "file" / "page.html"
+    if target == "dir":
+        html.mkdir()
+    argv = ["compare", str(a), str(b), "--max-drop", "5", "--strict", "--html", str(html)]
+    one_line_error(capsys, argv, f"--html {html}")
+
+
+def test_max_drop_0_05_is_read_as_5_points_and_the_reading_is_said(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--max-drop 0.05` was a gate of 0.05 points, silently; now it is the fraction 0.05 = 5
+    points, the same gate as `--max-drop 5`, and a note on stderr says so."""
+    from tests.helpers.runs import record, write_run
+
+    tasks = [f"t{i}" for i in range(20)]
+    a = write_run(tmp_path / "a", [record(t, reward=1.0) for t in tasks])
+    b = write_run(tmp_path / "b", [record(t, reward=float(i != 0)) for i, t in enumerate(tasks)])
+    gates = {}
+    for flag in ("--max-drop", "--min-gain"):
+        for value in ("0.05", "5"):
+            assert main(["compare", str(a), str(b), flag, value, "--json"]) == 0
+            got = capsys.readouterr()
+            gates[flag, value] = json.loads(got.out)["gate"]
+            note = f"harness: note: {flag} 0.05 read as a fraction: 5 points of resolve rate"
+            assert (note in got.err) == (value == "0.05"), got.err
+        assert gates[flag, "0.05"] == gates[flag, "5"] and gates[flag, "5"]["threshold"] == 0.05
+
+
+@pytest.mark.parametrize("given", ["file", "directory", "safetensors-header"])
+def test_plan_on_a_deeply_nested_config_or_a_huge_header_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], given: str
+) -> None:
+    """A config.json of 100,000 nested brackets ended `plan` in RecursionError; a safetensors file
+    whose first 8 bytes claim a 2**60-byte header asked for that much memory."""
+    import struct
+
+    model = tmp_path / "model"
+    model.mkdir()
+    if given == "safetensors-header":
+        (model / "config.json").write_text(QWEN7B.read_text())
+        (model / "model.safetensors").write_bytes(struct.pack("<Q", 1 << 60) + b"{}")
+        needles = ["model.safetensors", "unreadable safetensors header"]
+    else:
+        config = json.loads(QWEN7B.read_text())
+        text = json.dumps(config)[:-1] + ', "deep": ' + "[" * 100_000 + "]" * 100_000 + "}"
+        (model / "config.json").write_text(text)
+        needles = ["config.json", "nested too deeply"]
+    target = model / "config.json" if given == "file" else model
+    one_line_error(capsys, ["plan", "--model", str(target), "--gpu", "h100"], *needles)

@@ -152,7 +152,10 @@ def build_app(
             return _error(500, f"replay script exhausted after {len(script.responses)} responses")
         delay = resp.delay + script.delay
         if delay:
-            await asyncio.sleep(delay)
+            try:
+                await asyncio.sleep(delay)
+            except asyncio.CancelledError:  # the server is stopping (_GRACE_S): end the request, no traceback
+                return _error(503, "the replay server stopped")
         if resp.status >= 400:
             return _error(resp.status, resp.error or f"scripted error {resp.status}")
         completion = _completion(resp, str(body.get("model") or script.model))
@@ -171,6 +174,11 @@ def build_app(
     return app
 
 
+# A stop waits this long for requests in flight, then cancels them: a scripted delay (minutes,
+# to hold a request open) must not hold the stop; uvicorn's default waits for ever.
+_GRACE_S = 1
+
+
 class ReplayServer:
     """Run the replay app on 127.0.0.1 in a background thread: ``with ReplayServer(script) as s: s.base_url``."""
 
@@ -184,7 +192,9 @@ class ReplayServer:
         self.port = int(self._sock.getsockname()[1])
         app = build_app(script, api_key=api_key, requests=self.requests)
         self._player: Any = app.state.player
-        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+        self._server = uvicorn.Server(
+            uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=_GRACE_S)
+        )
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True
         )
@@ -224,5 +234,12 @@ class ReplayServer:
 
 
 def serve_forever(script: ReplayScript, *, port: int, api_key: str | None = None) -> None:
-    """Foreground server for `harness replay` (Ctrl-C stops it)."""
-    uvicorn.run(build_app(script, api_key=api_key), host="127.0.0.1", port=port, log_level="info")
+    """Foreground server for `harness replay`: Ctrl-C or SIGTERM stops it within seconds, requests
+    in flight abandoned after _GRACE_S (uvicorn re-raises SIGTERM afterwards: exit 143)."""
+    uvicorn.run(
+        build_app(script, api_key=api_key),
+        host="127.0.0.1",
+        port=port,
+        log_level="info",
+        timeout_graceful_shutdown=_GRACE_S,
+    )

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from harness._text import clean
 from harness.errors import HarnessError
 from harness.monitor import ToolSchemas, Turn, validate_turn
+from harness.results.run_files import MAX_LINE_BYTES, inside_run, run_lines
 from harness.results.store import EpisodeRecord
 
 
@@ -82,19 +83,29 @@ def load_episode(root: Path, record: EpisodeRecord, schemas: ToolSchemas | None)
     notes: list[str] = []
     turns: list[Turn] = []
     path = root / record.trajectory
-    if not record.trajectory or not path.is_file():
+    if record.trajectory and inside_run(root, record.trajectory) is None:
+        notes.append(f"trajectory {record.trajectory!r} points outside the run directory; not opened")
+    elif not record.trajectory or not path.is_file():
         notes.append(
             f"no trajectory at {path}"
             + (f" (the episode ended in error: {record.error.message})" if record.error else "")
         )
     else:
-        for lineno, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                turns.append(Turn.model_validate_json(line))
-            except ValidationError:
-                notes.append(f"{path}: line {lineno} is not a turn record; skipped")
+        try:
+            for lineno, line in run_lines(path):
+                if line is None:
+                    notes.append(f"{path}: line {lineno} is longer than {MAX_LINE_BYTES >> 20} MiB; skipped")
+                    continue
+                if not line.strip():
+                    continue
+                try:
+                    turns.append(Turn.model_validate_json(line))
+                except ValidationError:
+                    notes.append(f"{path}: line {lineno} is not a turn record; skipped")
+        except (HarnessError, OSError) as exc:  # RunFileError: a device, a pipe, a huge file
+            notes.append(
+                str(exc) if isinstance(exc, HarnessError) else f"{path}: cannot read ({exc.strerror})"
+            )
     if schemas is None:
         notes.append("scaffold schemas unavailable: format errors are not shown per turn")
     start = record.loop.start_turn if record.loop else None

@@ -43,14 +43,28 @@ class GateResult(BaseModel):
 
 
 def threshold(points: float | None, flag: str) -> float | None:
-    """A --max-drop / --min-gain value in points (0..100) as a fraction; a one-line error otherwise."""
+    """A --max-drop / --min-gain value as a fraction; a one-line error when it is none.
+
+    X is in points (0..100); a value strictly between 0 and 1 is read as a fraction (0.05 is 5
+    points): a gate of under one point is below what any task suite resolves, so 0.05 means 5%.
+    ``threshold_note`` says which reading was taken."""
     if points is None:
         return None
     if not math.isfinite(points) or not 0 <= points <= 100:
         raise HarnessError(
             f"{flag} {points:g}: must be between 0 and 100 points of resolve rate (e.g. {flag} 5)"
         )
-    return points / 100
+    return points if 0 < points < 1 else points / 100
+
+
+def threshold_note(points: float | None, flag: str) -> str | None:
+    """What ``threshold`` understood, when it read the value as a fraction; None otherwise."""
+    if points is None or not 0 < points < 1:
+        return None
+    return (
+        f"{flag} {points:g} read as a fraction: {100 * points:g} points of resolve rate "
+        f"(write {flag} {100 * points:g} to say so, or {flag} 1 for one point)"
+    )
 
 
 def _bounds(diff: float, se: float, ci_low: float, ci_high: float, tasks: int) -> tuple[float, float] | None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from harness._text import markup
 from harness.errors import HarnessError
 from harness.progress import console
+from harness.results.run_files import read_run_file
 from harness.results.store import RunStore
 from harness.runtime.export_caps import ExportLimits, check_tree
 from harness.tasks import Task, load_tasks, prepare_workspace
@@ -109,7 +110,7 @@ def export_preds(run_dir: Path, out: Path, model: str | None = None) -> int:
     if not manifest_path.is_file():
         raise HarnessError(f"{run_dir}: no run.json; give a harness eval run directory")
     try:
-        manifest = json.loads(manifest_path.read_text())
+        manifest = json.loads(read_run_file(manifest_path))
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise HarnessError(f"{manifest_path}: not valid JSON ({exc}); restore it from the run") from None
     if not isinstance(manifest, dict):

@@ -9,6 +9,7 @@ process dies, so a killed eval never leaves a stale lock behind.
 import errno
 import fcntl
 import os
+import stat
 from pathlib import Path
 from typing import IO
 
@@ -24,6 +25,12 @@ def _not_writable(root: Path, exc: OSError) -> HarnessError:
     )
 
 
+def _not_a_lock(root: Path, what: str) -> HarnessError:
+    return HarnessError(
+        f"{root / LOCK_NAME}: is {what}, not the harness's lock file; remove it (the harness never follows it)"
+    )
+
+
 def lock_run_dir(root: Path) -> IO[str] | None:
     """Create ``root`` and take its eval lock; the returned file holds it until closed or collected.
 
@@ -36,9 +43,20 @@ def lock_run_dir(root: Path) -> IO[str] | None:
         # access() also sees a read-only mount (EROFS), which root's writes would hit later
         if not os.access(root, os.W_OK | os.X_OK):
             raise PermissionError(errno.EACCES, "read-only")
-        fh = open(root / LOCK_NAME, "a+")  # noqa: SIM115 - held open for the eval's lifetime
+        # Never through a link: a planted `.eval.lock -> ~/.bashrc` would be truncated below and
+        # given our PID. Not a regular file (a FIFO, a device): refused as well.
+        fd = os.open(
+            root / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644
+        )
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _not_a_lock(root, "a symbolic link") from None
         raise _not_writable(root, exc) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise _not_a_lock(root, "not a regular file")
+    os.set_blocking(fd, True)
+    fh = open(fd, "a+")  # noqa: SIM115 - held open for the eval's lifetime
     try:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:

@@ -15,6 +15,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from harness.errors import HarnessError
 from harness.results._gc import gc_paused
+from harness.results.run_files import MAX_LINE_BYTES, read_run_file, run_lines
 from harness.results.store import EpisodeRecord
 from harness.results.timeline import Timeline, load_timeline
 from harness.tasks.selection import TaskSelection, select_ids
@@ -114,10 +115,14 @@ def _manifest(root: Path) -> dict[str, Any]:
     if not path.exists():
         return {}
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_run_file(path))
     except json.JSONDecodeError as exc:
         raise HarnessError(
             f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}); restore it from the run"
+        ) from None
+    except (UnicodeDecodeError, RecursionError) as exc:
+        raise HarnessError(
+            f"{path}: not valid JSON ({type(exc).__name__}); restore it from the run"
         ) from None
     if not isinstance(data, dict):
         raise HarnessError(f"{path}: expected a JSON object")
@@ -129,7 +134,12 @@ def _read_records(path: Path, warnings: list[str], bad: list[str]) -> list[Episo
 
     Fast path: validate the whole file as one JSON array. A reward outside 0..1 (or NaN) makes a
     line invalid too: it would otherwise enter resolve rates (a 5.0 broke every statistic)."""
-    numbered = [(i, ln) for i, ln in enumerate(path.read_bytes().splitlines(), 1) if ln.strip()]
+    numbered: list[tuple[int, bytes]] = []
+    for i, ln in run_lines(path):
+        if ln is None:
+            bad.append(f"line {i}: longer than {MAX_LINE_BYTES >> 20} MiB, not a record")
+        elif ln.strip():
+            numbered.append((i, ln))
     try:
         # In chunks: one array of a 250,000-episode file peaked at 1.9 GB, chunks at 1.3 GB.
         fast: list[EpisodeRecord] = []
@@ -224,11 +234,11 @@ def _server_stats(root: Path, warnings: list[str]) -> pd.DataFrame:
     rows: list[dict[str, Any]] = []
     path = root / "server_stats.jsonl"
     if path.exists():
-        for lineno, line in enumerate(path.read_bytes().splitlines(), 1):
-            if not line.strip():
+        for lineno, line in run_lines(path):
+            if line is not None and not line.strip():
                 continue
             try:
-                d = orjson.loads(line)
+                d = orjson.loads(line or b"")
                 rows.extend(
                     {"model": m, "up_s": float(d["up_s"]), "busy_s": float(d["busy_s"])}
                     for m in d["model"].split("+")

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from harness.errors import HarnessError
 from harness.monitor import LoopFinding, Turn
 from harness.paths import absolute
+from harness.results.run_files import read_run_file, run_lines
 from harness.results.run_lock import lock_run_dir
 
 # infra_error: the infrastructure failed (server, connection, disk, container), retries ran out;
@@ -99,8 +100,8 @@ class RunStore:
         new = manifest.model_dump(mode="json")
         if path.exists():
             try:
-                old: dict[str, Any] = json.loads(path.read_text())
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                old: dict[str, Any] = json.loads(read_run_file(path))
+            except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
                 raise HarnessError(f"{path}: not valid JSON ({exc}); use another --run-dir") from None
             for key in ("tasks", "scaffold", "scaffold_hash"):
                 if old.get(key) != new.get(key):
@@ -134,8 +135,8 @@ class RunStore:
         latest: dict[tuple[str, str, int], EpisodeRecord] = {}
         if not self.episodes_path.exists():
             return latest
-        for line in self.episodes_path.read_text(errors="replace").splitlines():
-            if not line.strip():
+        for _, line in run_lines(self.episodes_path):  # bounded: a planted file is an error, not OOM
+            if line is None or not line.strip():
                 continue
             try:
                 rec = EpisodeRecord.model_validate_json(line)

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
+from harness.results.run_files import run_lines
 from harness.server.metrics_records import METRICS_FILE, TIMELINE_LINE, MetricsSample, ServerEvent
 
 # Below this busy fraction the headline says the server was mostly idle.
@@ -109,7 +110,10 @@ def load_timeline(root: Path) -> Timeline | None:
     samples: list[MetricsSample] = []
     events: list[ServerEvent] = []
     bad = 0
-    for line in path.read_bytes().splitlines():
+    for _, line in run_lines(path):
+        if line is None:  # longer than any sample
+            bad += 1
+            continue
         if not line.strip():
             continue
         try:

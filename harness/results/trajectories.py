@@ -13,6 +13,7 @@ Bad lines become counted warnings naming the line; unreadable or unknown input i
 """
 
 import json
+import os
 import re
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -26,6 +27,14 @@ from harness.episodes.turns_from_events import SdkTurnAssembler, _text_of, turns
 from harness.errors import HarnessError
 from harness.monitor.records import ToolCall, Turn
 from harness.results._gc import gc_paused
+from harness.results.run_files import (
+    MAX_LINE_BYTES,
+    RunFileError,
+    inside_run,
+    open_run_file,
+    read_run_file,
+    run_lines,
+)
 
 
 class Trajectory(BaseModel):
@@ -46,8 +55,9 @@ class ReadResult(BaseModel):
 
 def _check_text_file(path: Path) -> None:
     try:
-        size = path.stat().st_size
-        head = path.open("rb").read(8192)
+        with open_run_file(path) as fh:  # RunFileError: a device, a pipe, a huge file
+            size = os.fstat(fh.fileno()).st_size
+            head = fh.read(8192)
     except OSError as exc:
         raise HarnessError(f"{path}: cannot read ({exc.strerror})") from None
     if size == 0 or not head.strip():
@@ -63,28 +73,31 @@ def _check_text_file(path: Path) -> None:
 
 def _json_lines(path: Path, result: ReadResult) -> Iterator[tuple[int, dict[str, Any]]]:
     _check_text_file(path)
-    # orjson decodes bytes directly: no text layer on hundreds of MB. A 1 MiB buffer reads a line
-    # of a whole episode (100 KB and more) in one piece: with the default 8 KiB, splitting 230 MB
-    # of such lines took 0.19 s of CPU, nearly as long as orjson took to decode them (0.05 s now).
-    with path.open("rb", buffering=1 << 20) as fh:
-        for number, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                value = orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                result.skipped_lines += 1
-                # An error at the very end of the line means the line was cut short.
-                what = "truncated JSON" if exc.pos >= len(line.rstrip()) - 1 else "invalid JSON"
-                result.warnings.append(f"{path}:{number}: {what} ({exc.msg}); line skipped")
-                continue
-            if not isinstance(value, dict):
-                result.skipped_lines += 1
-                result.warnings.append(
-                    f"{path}:{number}: a JSON {type(value).__name__}, not an object; line skipped"
-                )
-                continue
-            yield number, value
+    # orjson decodes bytes directly: no text layer on hundreds of MB. run_lines' 1 MiB buffer reads
+    # a line of a whole episode (100 KB and more) in one piece: with the default 8 KiB, splitting
+    # 230 MB of such lines took 0.19 s of CPU, nearly as long as orjson took to decode them.
+    for number, line in run_lines(path):
+        if line is None:
+            result.skipped_lines += 1
+            result.warnings.append(f"{path}:{number}: longer than {MAX_LINE_BYTES >> 20} MiB; line skipped")
+            continue
+        if not line.strip():
+            continue
+        try:
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            result.skipped_lines += 1
+            # An error at the very end of the line means the line was cut short.
+            what = "truncated JSON" if exc.pos >= len(line.rstrip()) - 1 else "invalid JSON"
+            result.warnings.append(f"{path}:{number}: {what} ({exc.msg}); line skipped")
+            continue
+        if not isinstance(value, dict):
+            result.skipped_lines += 1
+            result.warnings.append(
+                f"{path}:{number}: a JSON {type(value).__name__}, not an object; line skipped"
+            )
+            continue
+        yield number, value
 
 
 def _sdk_turns(events: list[dict[str, Any]], usage: dict[str, dict[str, int]] | None = None) -> list[Turn]:
@@ -148,8 +161,8 @@ def _output_jsonl(path: Path, result: ReadResult) -> Iterator[Trajectory]:
 def _usage_from_state(conv_dir: Path) -> dict[str, dict[str, int]]:
     """response_id -> token counts from base_state.json (the SDK keeps usage there, not in events)."""
     try:
-        state = json.loads((conv_dir / "base_state.json").read_text())
-    except (OSError, json.JSONDecodeError):
+        state = json.loads(read_run_file(conv_dir / "base_state.json"))
+    except (OSError, ValueError, RecursionError, HarnessError):  # ValueError: JSON, UTF-8
         return {}
     usage: dict[str, dict[str, int]] = {}
     for metrics in ((state.get("stats") or {}).get("usage_to_metrics") or {}).values():
@@ -167,8 +180,8 @@ def _conversation_dirs(conv_dirs: list[Path], result: ReadResult) -> Iterator[Tr
         events: list[dict[str, Any]] = []
         for f in sorted((conv_dir / "events").glob("*.json")):
             try:
-                data = json.loads(f.read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+                data = json.loads(read_run_file(f))
+            except (OSError, ValueError, RecursionError, HarnessError) as exc:  # ValueError: JSON, UTF-8
                 result.skipped_lines += 1
                 result.warnings.append(f"{f}: unreadable event ({exc}); skipped")
                 continue
@@ -313,7 +326,7 @@ def _json_documents(paths: list[Path], result: ReadResult) -> Iterator[Trajector
     for path in paths:
         try:
             _check_text_file(path)
-            doc = orjson.loads(path.read_bytes())
+            doc = orjson.loads(read_run_file(path))
             read = _document_turns(doc)
         except HarnessError as exc:
             result.skipped_lines += 1
@@ -359,7 +372,9 @@ def _read_turns(path: Path, into: list[Turn]) -> list[str]:
     """
     warnings: list[str] = []
     try:
-        data = path.read_bytes()
+        data = read_run_file(path)
+    except RunFileError as exc:
+        return [str(exc)]
     except OSError as exc:
         return [f"{path}: cannot read ({exc.strerror})"]
     lines = data.split(b"\n")
@@ -399,7 +414,11 @@ def _run_dir(run_dir: Path, result: ReadResult) -> Iterator[Trajectory]:
         turns: list[Turn] = []
         if rel:
             traj = run_dir / str(rel)
-            if not traj.is_file():
+            if inside_run(run_dir, str(rel)) is None:
+                result.warnings.append(
+                    f"{run_dir}/episodes.jsonl:{number}: trajectory {rel} points outside the run directory; not opened"
+                )
+            elif not traj.is_file():
                 result.warnings.append(f"{run_dir}/episodes.jsonl:{number}: trajectory {rel} is missing")
             else:
                 bad = _read_turns(traj, turns)

@@ -403,7 +403,10 @@ class ContainerRuntime:
         self._task_images = resolve_task_images(self.client, tasks, self.image_map)
         for task_id, ref in self._task_images.items():
             if isinstance(ref, str):
-                self._workdirs[task_id] = image_workdir(self.client, ref)
+                try:
+                    self._workdirs[task_id] = image_workdir(self.client, ref)
+                except Exception as exc:  # that task's error, not the run's
+                    self._task_images[task_id] = TaskImageError(f"{ref}: {type(exc).__name__}: {exc}")
 
     def image(self, task: Task) -> str:
         """The task's image: its own (TaskImageError when that failed), else the sandbox image."""

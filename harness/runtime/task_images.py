@@ -240,7 +240,10 @@ def resolve_task_images(
         for task in todo:
             try:
                 out[task.id] = build_task_image(client, task, image_map)
-            except TaskImageError as exc:
+            except Exception as exc:  # whatever one task's image does, the others go on
+                if not isinstance(exc, TaskImageError):
+                    what = task.image.ref or task.image.dockerfile if task.image else None
+                    exc = TaskImageError(f"{task.path}: no image for {what}: {type(exc).__name__}: {exc}")
                 out[task.id] = exc
                 progress.console.print(
                     f"  [red]{task.id}[/]: no image (its episodes will error): {escape(str(exc))}",

@@ -74,6 +74,8 @@ def _read_json(path: Path, what: str) -> dict[str, Any]:
         data = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise HarnessError(f"{path}: cannot read {what} ({exc})") from None
+    except RecursionError:  # thousands of nested brackets: no config is like that
+        raise HarnessError(f"{path}: cannot read {what} (nested too deeply to be a model's config)") from None
     if not isinstance(data, dict):
         raise HarnessError(f"{path}: {what} is not a JSON object")
     return data

@@ -17,6 +17,19 @@ _SHOWN_KEYS = ("vllm_python", "host", "extra_args")
 _announced: set[tuple[str, str]] = set()
 
 
+def _names_host(arg: str) -> bool:
+    """Whether vLLM's parser reads ``arg`` as its --host option: argparse takes any prefix of an
+    option name (``--hos`` is --host there; ``--h`` is refused too, it is ambiguous today but need
+    not stay so), ``--name=value`` forms, and vLLM's parser turns underscores into dashes."""
+    name = str(arg).split("=", 1)[0].replace("_", "-")
+    return len(name) > 2 and "--host".startswith(name)
+
+
+def _reads_a_vllm_config(arg: str) -> bool:
+    # vLLM's --config FILE.yaml turns every key of that file into a flag, host included
+    return str(arg).split("=", 1)[0].replace("_", "-") == "--config"
+
+
 def _note(message: str) -> None:
     print(f"harness: {message}", file=sys.stderr)
 
@@ -30,9 +43,13 @@ def _check_file_values(candidate: Path, section: str, values: dict[str, Any]) ->
     where = str(candidate)
     host = values.get("host")
     extra = values.get("extra_args") or ()
-    if (host is not None and host not in LOOPBACK_HOSTS) or (
-        isinstance(extra, list | tuple) and any(str(a).startswith("--host") for a in extra)
-    ):
+    extra = extra if isinstance(extra, list | tuple) else ()
+    if any(_reads_a_vllm_config(a) for a in extra):
+        raise HarnessError(
+            f"{where}: [{section}] extra_args passes vLLM a --config file, which may set its host; "
+            "only the --host flag on the command line widens the server's reach. Remove it from the file"
+        )
+    if (host is not None and host not in LOOPBACK_HOSTS) or any(_names_host(a) for a in extra):
         raise HarnessError(
             f"{where}: [{section}] asks the server to listen beyond 127.0.0.1; only the --host flag on "
             "the command line does that. Remove it from the file, and pass --host if you mean it"
@@ -117,8 +134,10 @@ class ServerConfig(BaseModel):
     @classmethod
     def _no_host_in_extra_args(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         # vLLM takes the last --host: one in extra_args would silently override the loopback bind
-        if any(a == "--host" or a.startswith("--host=") for a in value):
-            raise ValueError("--host is not passed through extra args; use the harness's own --host")
+        if any(_names_host(a) for a in value):
+            raise ValueError(
+                "--host (or an abbreviation of it) is not passed through extra args; use the harness's own --host"
+            )
         return value
 
     metrics_interval: float = Field(

@@ -127,6 +127,9 @@ class MemoryPlan(BaseModel):
         return max(self.kv_budget_bytes, 0) // self.kv_bytes_per_token_replica
 
 
+_MAX_HEADER_BYTES = 100_000_000  # the safetensors format's own limit
+
+
 def safetensors_weight_bytes(model_dir: Path) -> tuple[int, int] | None:
     """(bytes, parameters) summed over the safetensors headers in ``model_dir``; None if none."""
     files = sorted(model_dir.glob("*.safetensors"))
@@ -137,18 +140,29 @@ def safetensors_weight_bytes(model_dir: Path) -> tuple[int, int] | None:
         try:
             with f.open("rb") as fh:
                 (n,) = struct.unpack("<Q", fh.read(8))
+                if n > _MAX_HEADER_BYTES:  # read(n) would allocate n bytes first
+                    raise ValueError(f"a header of {n} bytes, over the format's {_MAX_HEADER_BYTES}")
                 header: dict[str, Any] = json.loads(fh.read(n))
-        except (OSError, struct.error, json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise HarnessError(f"{f}: unreadable safetensors header ({exc})") from None
-        for name, info in header.items():
-            if name == "__metadata__":
-                continue
-            numel = 1
-            for d in info["shape"]:
-                numel *= int(d)
-            start, end = info["data_offsets"]
-            total_bytes += int(end) - int(start)
-            total_params += numel
+            for name, info in header.items():
+                if name == "__metadata__":
+                    continue
+                numel = 1
+                for d in info["shape"]:
+                    numel *= int(d)
+                start, end = info["data_offsets"]
+                total_bytes += int(end) - int(start)
+                total_params += numel
+        except (
+            OSError,
+            struct.error,
+            ValueError,
+            RecursionError,
+            KeyError,
+            TypeError,
+            AttributeError,
+        ) as exc:
+            # ValueError: JSON and UTF-8 errors too; the others: a header that is not tensors
+            raise HarnessError(f"{f}: unreadable safetensors header ({type(exc).__name__}: {exc})") from None
     return total_bytes, total_params
 
 

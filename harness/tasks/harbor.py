@@ -365,21 +365,44 @@ def copy_localized(src: Path, dest: Path, paths: Mapping[str, Path]) -> None:
             shutil.copymode(item, out)
 
 
+class InvalidReward(ValueError):
+    """test.sh wrote something that is not a reward: the verification fails with this reason
+    (an error in the task's row, the episode's verification note), never a clamp or a guess."""
+
+
+def _reward(value: object, where: str) -> float:
+    # a bool is an int to Python (true -> 1.0): a test that wrote one did not mean a score
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+        raise InvalidReward(f"{where} holds {value!r}, not a reward (a number from 0 to 1)")
+    return float(value)
+
+
 def read_reward(verifier_logs: Path) -> tuple[float, str] | None:
-    """The reward test.sh wrote (reward.txt, else reward.json) and a note when it had to choose."""
+    """The reward test.sh wrote (reward.txt, else reward.json) and a note when it had to choose;
+    InvalidReward for anything but numbers in 0..1 (NaN, inf, 5.0, true, text)."""
     txt, js = verifier_logs / "reward.txt", verifier_logs / "reward.json"
     if txt.is_file():
-        return float(txt.read_text().strip()), ""
+        text = txt.read_text(errors="replace")[:200].strip()
+        try:
+            value: object = float(text)
+        except ValueError:
+            value = text
+        return _reward(value, "reward.txt"), ""
     if js.is_file():
-        data = json.loads(js.read_text())
-        if isinstance(data, int | float):
-            return float(data), ""
+        try:
+            data = json.loads(js.read_text(errors="replace")[:100_000])
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise InvalidReward(f"reward.json is not JSON ({exc})") from None
+        if isinstance(data, dict) and "reward" in data:
+            return _reward(data["reward"], "reward.json's 'reward'"), ""
         if isinstance(data, dict):
-            if isinstance(data.get("reward"), int | float):
-                return float(data["reward"]), ""
-            numbers = {k: float(v) for k, v in data.items() if isinstance(v, int | float)}
+            numbers = {
+                k: _reward(v, f"reward.json's {k!r}") for k, v in data.items() if isinstance(v, int | float)
+            }
             if numbers:
                 mean = sum(numbers.values()) / len(numbers)
                 return mean, f"reward.json has no 'reward': mean of {', '.join(numbers)} = {mean:g}"
-        raise ValueError(f"reward.json holds no number: {js.read_text()[:80]!r}")
+        elif isinstance(data, int | float):
+            return _reward(data, "reward.json"), ""
+        raise InvalidReward(f"reward.json holds no number: {js.read_text(errors='replace')[:80]!r}")
     return None

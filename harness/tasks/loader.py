@@ -11,6 +11,7 @@ multi-step task, a Terminal-Bench 1 task.yaml) never stops the others: it is lis
 reason (``Suite.skipped``). A task directory given on its own still errors.
 """
 
+import math
 import re
 import tomllib
 from pathlib import Path
@@ -27,7 +28,8 @@ from harness.tasks.identifiers import check_image_reference, check_path_componen
 
 
 class TaskLimits(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    # strict: `timeout_sec = true` or "600" in a task.toml is a mistake, not 1 s or 600 s
+    model_config = ConfigDict(frozen=True, extra="ignore", strict=True)
 
     # Upper bounds: 1e9 or inf in a task.toml is a typo, and past ~1e9 s the timers underneath
     # (threading, asyncio, docker) overflow. A day is far beyond any real task.
@@ -40,12 +42,14 @@ class TaskLimits(BaseModel):
     max_iterations: int | None = Field(None, ge=1, description="Model turns (default: the scaffold's).")
     cpus: float | None = Field(
         None,
-        gt=0,
+        ge=0.01,
+        allow_inf_nan=False,
         description="CPUs of the task's container ([environment] cpus); None: the run's --sandbox-cpus.",
     )
     memory_gib: float | None = Field(
         None,
-        gt=0,
+        ge=6 / 1024,
+        allow_inf_nan=False,
         description="Memory of the task's container ([environment] memory_mb or memory); None: --sandbox-memory-gib.",
     )
 
@@ -125,7 +129,20 @@ def builtin_suites() -> list[str]:
 
 def load_task(path: Path, suite: str, *, images: bool = False, task_id: str | None = None) -> Task:
     """One task directory; ``images``: a container runtime will run it, so a Dockerfile task is
-    built as its image instead of being replayed on this machine."""
+    built as its image instead of being replayed on this machine. Whatever the directory holds
+    (a 5,000-deep task.toml, `limits = 5`, bytes that are no text), the error is a HarnessError
+    naming it: one hostile task directory never ends the load of the others."""
+    try:
+        return _load_task(path, suite, images=images, task_id=task_id)
+    except HarnessError:
+        raise
+    except Exception as exc:  # RecursionError, TypeError, UnicodeDecodeError, ValidationError ...
+        raise TaskRefused(
+            f"{path}: cannot be read as a task: {type(exc).__name__}: {str(exc)[:300]}"
+        ) from None
+
+
+def _load_task(path: Path, suite: str, *, images: bool, task_id: str | None) -> Task:
     toml = path / "task.toml"
     if (path / "task.yaml").is_file() and not toml.is_file():
         raise TaskRefused(
@@ -195,27 +212,46 @@ def _mib(value: object) -> float | None:
     return float(m.group(1)) * scale
 
 
+# What an engine can apply: Docker refuses under 0.01 CPUs and 6 MiB; a limit that rounds to 0
+# (memory_mb = 0.5 -> "0m") means none at all, and inf overflows the engine's integers.
+_MIN_CPUS, _MIN_MIB, _MAX_MIB = 0.01, 6.0, 1024.0**3  # 1 PiB: no machine has more
+
+
 def _environment_limits(toml: Path, table: object) -> dict[str, float]:
     """Harbor's ``[environment] cpus`` and ``memory_mb`` (or the older ``memory = "4G"``), as
-    TaskLimits fields; only what the task sets (the run's --sandbox-* flags stand for the rest)."""
+    TaskLimits fields; only what the task sets (the run's --sandbox-* flags stand for the rest).
+    ``storage_mb`` / ``storage`` and ``build_timeout_sec`` are not applied, but an impossible
+    value there is refused too: it says the file is not what its author meant."""
     if not isinstance(table, dict):
         return {}
     out: dict[str, float] = {}
     cpus = table.get("cpus")
     if cpus is not None:
-        if isinstance(cpus, bool) or not isinstance(cpus, int | float) or cpus <= 0:
-            raise TaskRefused(f"{toml}: [environment] cpus = {cpus!r}: a positive number is needed")
-        out["cpus"] = float(cpus)
-    for key in ("memory_mb", "memory"):
-        if table.get(key) is None:
-            continue
-        mib = _mib(table[key])
-        if mib is None or mib <= 0:
+        if isinstance(cpus, bool) or not isinstance(cpus, int | float) or not _MIN_CPUS <= cpus < math.inf:
             raise TaskRefused(
-                f'{toml}: [environment] {key} = {table[key]!r}: write e.g. memory_mb = 4096 or memory = "4G"'
+                f"{toml}: [environment] cpus = {cpus!r}: a positive number of CPUs (at least {_MIN_CPUS:g}) is needed"
             )
-        out["memory_gib"] = mib / 1024
-        break
+        out["cpus"] = float(cpus)
+    for group in (("memory_mb", "memory"), ("storage_mb", "storage")):
+        for key in group:
+            if table.get(key) is None:
+                continue
+            mib = _mib(table[key])
+            if mib is None or not _MIN_MIB <= mib <= _MAX_MIB:
+                raise TaskRefused(
+                    f"{toml}: [environment] {key} = {table[key]!r}: write a size of at least "
+                    f'{_MIN_MIB:g} MiB, e.g. {group[0]} = 4096 or {group[1]} = "4G"'
+                )
+            if key.startswith("memory"):
+                out["memory_gib"] = mib / 1024
+            break
+    build = table.get("build_timeout_sec")
+    if build is not None and (
+        isinstance(build, bool) or not isinstance(build, int | float) or not 0 < build <= 86400
+    ):
+        raise TaskRefused(
+            f"{toml}: [environment] build_timeout_sec = {build!r}: seconds, more than 0, at most a day"
+        )
     return out
 
 
@@ -318,6 +354,8 @@ def load_suite(suite_or_path: str, *, images: bool = False) -> Suite:
                 instances.append(load_task(d, suite=path.stem, images=images))
             except UnsupportedTask as exc:
                 rows_skipped.append(Skipped(id=d.name, path=d, reason=str(exc), needs_image=True))
+            except HarnessError as exc:
+                rows_skipped.append(Skipped(id=d.name, path=d, reason=str(exc)))
         return Suite(tasks=instances, skipped=rows_skipped)
     if not path.exists():
         builtin = repo_root() / "tasks" / suite_or_path

@@ -5,24 +5,31 @@ Per task, two fresh sandboxes (containers under the docker runtime, directories 
 in the first the reference solution runs as Harbor's oracle runs it, then the tests; they must
 pass. The second stays untouched; its tests must fail. Sandboxes are removed afterwards. Tasks
 are checked ``concurrency`` at a time (threads: the work is the engine's and the tests').
+The first Ctrl-C or SIGTERM removes the open sandboxes (their tests end with them) and stops
+within seconds: verify_suite raises Stopped.
 """
 
+import contextlib
 import tempfile
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from harness._signals import Stopped, stop_message, stop_on_signals
 from harness.errors import HarnessError
 from harness.tasks.loader import Skipped, Task, load_suite, select_tasks
 from harness.tasks.selection import narrow
-from harness.tasks.verify import VerifyResult
+from harness.tasks.verify import VerifyResult, kill_running_tests
 
 if TYPE_CHECKING:
-    from harness.runtime.base import ContainerLimits, Runtime
+    from harness.runtime.base import ContainerLimits, Runtime, Sandbox
+
+_OPENING_WAIT_S = 10.0  # a stop waits this long for sandboxes being made, to remove them too
 
 Status = Literal["valid", "invalid", "error"]
 
@@ -61,31 +68,80 @@ def _tail(text: str, lines: int = 4, chars: int = 400) -> str:
     return " | ".join(kept)[-chars:]
 
 
-def check_task(runtime: "Runtime", task: Task, work: Path) -> TaskCheck:
+class _OpenSandboxes:
+    """The sandboxes of the checks running now, so that a stop removes them: a container's tests
+    end with it, and a local test script's session is killed."""
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self._lock = threading.Condition()
+        self._open: set[Sandbox] = set()
+        self._opening = 0
+
+    @contextlib.contextmanager
+    def open(self, runtime: "Runtime", task: Task, work: Path, role: str) -> "Iterator[Sandbox]":
+        with self._lock:
+            if self.stop.is_set():
+                raise _StopRequested
+            self._opening += 1
+        try:
+            sandbox = runtime.open(
+                task, work / task.id / role, f"verify/{task.id}/{role}", fresh=True, tools=False
+            )
+        finally:
+            with self._lock:
+                self._opening -= 1
+                self._lock.notify_all()
+        with self._lock:
+            stopping = self.stop.is_set()
+            if not stopping:
+                self._open.add(sandbox)
+        try:
+            if stopping:
+                raise _StopRequested
+            yield sandbox
+        finally:
+            with self._lock:
+                self._open.discard(sandbox)
+            sandbox.close()
+
+    def halt(self) -> int:
+        """Stop every check now: open sandboxes closed (containers removed), those being made
+        waited for (briefly) and closed by their own thread; the number of checks stopped."""
+        self.stop.set()
+        kill_running_tests()
+        with self._lock:
+            self._lock.wait_for(lambda: self._opening == 0, timeout=_OPENING_WAIT_S)
+            boxes = list(self._open)
+            self._open.clear()
+        for box in boxes:
+            with contextlib.suppress(Exception):  # already gone is fine
+                box.close()
+        return len(boxes)
+
+
+class _StopRequested(Exception):
+    """The run is stopping: this check ends without a verdict."""
+
+
+def check_task(
+    runtime: "Runtime", task: Task, work: Path, sandboxes: _OpenSandboxes | None = None
+) -> TaskCheck:
     """The reference solution then the tests in one fresh sandbox, the tests alone in another."""
     start = time.monotonic()
+    sandboxes = sandboxes or _OpenSandboxes()
     reference: VerifyResult | None = None
     untouched: VerifyResult | None = None
     detail = ""
     try:
-        sandbox = runtime.open(
-            task, work / task.id / "reference", f"verify/{task.id}/reference", fresh=True, tools=False
-        )
-        try:
+        with sandboxes.open(runtime, task, work, "reference") as sandbox:
             applied, output = sandbox.run_solution()
             if applied:
                 reference = sandbox.verify()
             else:
                 detail = f"solve.sh failed: {_tail(output)}"
-        finally:
-            sandbox.close()
-        sandbox = runtime.open(
-            task, work / task.id / "untouched", f"verify/{task.id}/untouched", fresh=True, tools=False
-        )
-        try:
+        with sandboxes.open(runtime, task, work, "untouched") as sandbox:
             untouched = sandbox.verify()
-        finally:
-            sandbox.close()
     except Exception as exc:  # no image, an engine error: this task's verdict, the others go on
         return TaskCheck(
             task_id=task.id,
@@ -115,18 +171,31 @@ def check_tasks(
     work: Path,
     concurrency: int = 1,
     on_done: Callable[[TaskCheck], None] | None = None,
+    stopped: list[int] | None = None,
 ) -> list[TaskCheck]:
-    """Every task checked, ``concurrency`` at a time; results in the tasks' order."""
+    """Every task checked, ``concurrency`` at a time; results in the tasks' order. An exception
+    in the calling thread (KeyboardInterrupt from a stop signal) removes the open sandboxes and
+    propagates without waiting for the running checks; ``stopped`` gets their number."""
     runtime.prepare(work, tasks)
+    sandboxes = _OpenSandboxes()
 
     def one(task: Task) -> TaskCheck:
-        check = check_task(runtime, task, work)
-        if on_done is not None:
+        check = check_task(runtime, task, work, sandboxes)
+        if on_done is not None and not sandboxes.stop.is_set():
             on_done(check)
         return check
 
-    with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="verify") as pool:
+    pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="verify")
+    try:
         return list(pool.map(one, tasks))
+    except BaseException:
+        halted = sandboxes.halt()
+        if stopped is not None:
+            stopped.append(halted)
+        raise
+    finally:
+        # without waiting: after a stop the running checks end as their sandboxes go
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def verify_suite(
@@ -150,8 +219,24 @@ def verify_suite(
     suite = narrow(suite, task, limit, where=suite_or_path)
     tasks = select_tasks(suite, suite_or_path, skip_unsupported=skip_unsupported, images=rt.name == "docker")
     start = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="harness-verify-") as tmp:
-        checks = check_tasks(rt, tasks, Path(tmp), concurrency, on_done)
+    stop, caught, stopped = threading.Event(), list[int](), list[int]()
+    try:
+        with (
+            stop_on_signals(stop, caught),
+            tempfile.TemporaryDirectory(
+                prefix="harness-verify-",
+                ignore_cleanup_errors=True,  # a stopped check may still write there
+            ) as tmp,
+        ):
+            checks = check_tasks(rt, tasks, Path(tmp), concurrency, on_done, stopped)
+    except KeyboardInterrupt:
+        name, code = stop_message(caught)
+        running = (
+            f"{stopped[0]} running task check(s) stopped, their sandboxes removed"
+            if stopped
+            else "no task check had started"
+        )
+        raise Stopped(f"stopped by {name}: {running}; no verdict for the suite", code) from None
     return SuiteCheck(
         suite=suite_or_path,
         runtime=rt.name,

@@ -142,20 +142,16 @@ def score_tests(
     code: int | None, timed_out: bool, verifier_logs: Path, tail: str, timeout: float
 ) -> tuple[float, str]:
     """The reward of a test run (reward.txt / reward.json when test.sh wrote one, else its exit
-    code; 0 when it timed out) and the output tail with the harness's notes on it."""
-    reward = 1.0 if code == 0 else 0.0
-    try:
-        written = read_reward(verifier_logs)
-    except ValueError as exc:  # json.JSONDecodeError included
-        tail += f"\n[harness] the reward test.sh wrote is not a number: {exc}"
-    else:
-        if written is not None:
-            reward = min(1.0, max(0.0, written[0]))
-            if written[1]:
-                tail += f"\n[harness] {written[1]}"
+    code; 0 when it timed out) and the output tail with the harness's notes on it. A reward file
+    holding anything but a number in 0..1 raises InvalidReward."""
     if timed_out:
-        tail += f"\n[harness] tests timed out after {timeout:g} s"
-        reward = 0.0
+        return 0.0, tail + f"\n[harness] tests timed out after {timeout:g} s"
+    reward = 1.0 if code == 0 else 0.0
+    written = read_reward(verifier_logs)  # InvalidReward (5.0, NaN, true, text): the verification's error
+    if written is not None:
+        reward = written[0]
+        if written[1]:
+            tail += f"\n[harness] {written[1]}"
     return reward, tail
 
 
