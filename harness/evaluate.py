@@ -41,6 +41,7 @@ from harness.executor import ThreadExecutor, get_executor
 from harness.monitor import ToolSchemas, validate_turn
 from harness.progress import console
 from harness.replay.endpoint import ReplayEndpoint, is_replay_model
+from harness.results.seeds import seed_statement
 from harness.results.store import EpisodeError, EpisodeRecord, RunManifest, RunStore
 from harness.runtime.base import ContainerLimits, Runtime, Sandbox
 from harness.runtime.select import get_runtime
@@ -200,6 +201,18 @@ def _format_counts(
         errors.update(e.category.value for e in result.errors)
         repairs.update(f"{r.original}->{r.repaired}" for r in result.repairs)
     return dict(errors), dict(repairs), calls
+
+
+def _sampling(config: EvalConfig, scaffold: Scaffold) -> dict[str, Any]:
+    """The sampling parameters every request sends (run.json's record of them)."""
+    given = config.temperature is not None
+    return {
+        "temperature": config.temperature if given else scaffold.sampling.temperature,
+        "top_p": scaffold.sampling.top_p,
+        "max_output_tokens": scaffold.sampling.max_output_tokens,
+        "seed": "the episode's seed",
+        "source": "--temperature" if given else f"the {scaffold.name} scaffold's default",
+    }
 
 
 def _endpoint(config: EvalConfig, model: str, run_dir: Path) -> ModelEndpoint:
@@ -380,10 +393,15 @@ def _run_eval(config: EvalConfig, stop: threading.Event, counts: dict[str, Any])
             scaffold=scaffold.name,
             scaffold_hash=_scaffold_hash(scaffold),
             runtime=runtime.name,
+            sampling=_sampling(config, scaffold),
         )
     )
     share_servers(endpoints)
     counts["run_dir_hint"] = str(run_dir)
+    said, warning = seed_statement(_sampling(config, scaffold), config.seeds)
+    console.print(markup(said), highlight=False)
+    if warning:
+        console.print(f"[yellow]warning:[/] {markup(warning)}", highlight=False)
     # An infra_error episode is not done: the infrastructure failed it, so it runs again.
     done = {k: r for k, r in store.records().items() if r.status != "infra_error"}
     waiting = frozenset(episode_key(*k) for k, r in done.items() if not r.verified)

@@ -96,6 +96,7 @@ def run_sdk_episode(
         api_key=api_key,
         scaffold=scaffold,
         seed=seed,
+        temperature=temperature,
         completions_dir=completions,
     )
     agent = build_agent(scaffold, llm, tool_params=tool_params)

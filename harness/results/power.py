@@ -174,6 +174,14 @@ def _about(points: str) -> str:
     return text if text.startswith("wider") else f"about {text}"
 
 
+# What the power sentences say when seeds cannot narrow anything (seeds.py measures it).
+_SEEDS_IDENTICAL = "every task's seeds gave identical episodes, so more seeds buy nothing"
+_GREEDY_SEEDS = (
+    "more seeds at temperature 0 differ only through the server's nondeterminism and likely buy nothing"
+)
+_VARYING_SEEDS = "for seeds that vary, sample at a temperature above 0"
+
+
 def _seed_options(seeds: int) -> list[int]:
     return [3] if seeds < 3 else [2 * seeds]
 
@@ -192,6 +200,9 @@ class Power(BaseModel):
     mde: float | None
     options: list[PowerOption]
     seeds_known: bool  # False: one seed, so the seed option is a range
+    # Seeds that do not vary: every task's seeds repeated one trajectory (observed), or temperature 0.
+    identical_seeds: bool = False
+    greedy: bool = False
 
     def sentence(self, full: bool = True) -> str:
         """E.g. "with 20 tasks x 1 seed, differences under 26 points are not detectable ...; 3 seeds: 15 to 26 points"."""
@@ -212,20 +223,29 @@ class Power(BaseModel):
                 f"{head}, differences under {_pts(self.mde)} points are not detectable (80% power, 95% CI)"
             )
         parts = [first]
+        if self.identical_seeds:
+            parts.append(_SEEDS_IDENTICAL)
         for o in self.options:
-            what = (
-                _plural(o.seeds, "seed")
-                if o.tasks == self.tasks
-                else f"{o.tasks} tasks x {_plural(self.seeds, 'seed')}"
-            )
+            if o.tasks == self.tasks:
+                if self.identical_seeds:
+                    continue
+                if self.greedy:
+                    parts.append(_GREEDY_SEEDS)
+                    continue
+                what = _plural(o.seeds, "seed")
+            else:
+                what = f"{o.tasks} tasks x {_plural(self.seeds, 'seed')}"
             parts.append(f"{what}: {o.points()} points")
+        if self.identical_seeds or self.greedy:
+            parts.append(_VARYING_SEEDS)
         text = "; ".join(parts)
-        if not self.seeds_known and full:
+        if not self.seeds_known and full and not self.greedy:
             text += " (one seed cannot tell seed noise from task difficulty: the low end if it is all noise)"
         return text
 
 
-def paired_power(spread: Spread) -> Power:
+def paired_power(spread: Spread, *, identical_seeds: bool = False, greedy: bool = False) -> Power:
+    """The MDE of a paired comparison; the flags as in run_precision (both sides' seeds)."""
     sd = math.sqrt(spread.total) if math.isfinite(spread.total) else float("nan")
     mde = detectable_difference(sd, spread.tasks)
     options: list[PowerOption] = []
@@ -255,6 +275,8 @@ def paired_power(spread: Spread) -> Power:
         mde=mde if math.isfinite(mde) else None,
         options=options,
         seeds_known=spread.noise is not None,
+        identical_seeds=identical_seeds,
+        greedy=greedy,
     )
 
 
@@ -268,16 +290,27 @@ class Precision(BaseModel):
     half_width: float
     options: list[PowerOption]
     seeds_known: bool
+    identical_seeds: bool = False  # see Power
+    greedy: bool = False
 
     def sentence(self) -> str:
         parts = [f"{_plural(self.seeds, 'seed')}: {_pm(_pts(self.half_width))} points"]
+        if self.identical_seeds:
+            parts.append(_SEEDS_IDENTICAL)
         for o in self.options:
             if o.tasks == self.tasks:
+                if self.identical_seeds:
+                    continue
+                if self.greedy:
+                    parts.append(_GREEDY_SEEDS)
+                    continue
                 parts.append(f"with {_plural(o.seeds, 'seed')} {_about(o.points())}")
             else:
                 parts.append(f"with {o.tasks} tasks {_about(o.points())}")
+        if self.identical_seeds or self.greedy:
+            parts.append(_VARYING_SEEDS)
         text = "; ".join(parts)
-        if not self.seeds_known:
+        if not self.seeds_known and not self.greedy:
             text += " (the low end if the spread is seed noise)"
         return text
 
@@ -286,8 +319,13 @@ def _half(se: float, n: int) -> float:
     return float(stats.t.ppf(0.5 + _CONFIDENCE / 2, n - 1)) * se
 
 
-def run_precision(spread: Spread, se: float) -> Precision | None:
-    """Projections of a run's CI (se: its clustered standard error, at today's tasks and seeds)."""
+def run_precision(
+    spread: Spread, se: float, *, identical_seeds: bool = False, greedy: bool = False
+) -> Precision | None:
+    """Projections of a run's CI (se: its clustered standard error, at today's tasks and seeds).
+
+    identical_seeds: every task's seeds gave one trajectory; greedy: sampled at temperature 0.
+    Either way more seeds are not offered as a way to narrow the CI."""
     n = spread.tasks
     if n < 2 or not math.isfinite(se) or se <= 0 or not spread.total > 0:
         return None
@@ -310,4 +348,6 @@ def run_precision(spread: Spread, se: float) -> Precision | None:
         half_width=_half(se, n),
         options=options,
         seeds_known=spread.noise is not None,
+        identical_seeds=identical_seeds,
+        greedy=greedy,
     )

@@ -1,0 +1,198 @@
+"""What a seed varies, said at the start of a run and measured after it.
+
+Each episode's seed is sent to the server as the request's sampling seed. Above temperature 0 it
+picks a different sample, so seeds measure the model's run-to-run spread. At temperature 0
+decoding is greedy and the seed changes nothing: seeds then differ only through the server's own
+nondeterminism (batching, floating-point order), and on one machine they usually produce the very
+same episode — three seeds cost three times the GPU time and narrow nothing.
+
+So the run states its sampling at the start (a warning for several seeds at temperature 0), and
+the report counts, per task, how many seeds produced identical trajectories (the model's outputs
+turn by turn) and the between-seed variance of the score actually observed; the power statement
+(power.py) uses both.
+"""
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict
+
+from harness.results.store import EpisodeRecord
+
+__all__ = ["SeedVariation", "TaskSeeds", "sampling_temperature", "seed_statement", "seed_variation"]
+
+_MAX_TRAJECTORY_BYTES = 64 * 1024 * 1024  # larger files are not fingerprinted (their task: unknown)
+
+
+def sampling_temperature(manifest: dict[str, Any]) -> float | None:
+    """The temperature run.json says was sent, or None (a run made before it was recorded)."""
+    sampling = manifest.get("sampling")
+    value = sampling.get("temperature") if isinstance(sampling, dict) else None
+    return float(value) if isinstance(value, int | float) else None
+
+
+def seed_statement(sampling: dict[str, Any], seeds: int) -> tuple[str, str | None]:
+    """(what is sent and what a seed varies, a warning or None), printed when `harness eval` starts."""
+    t = float(sampling["temperature"])
+    sent = (
+        f"sampling: temperature {t:g}, top_p {sampling['top_p']:g}, up to {sampling['max_output_tokens']} "
+        f"output tokens ({sampling['source']}); each episode's seed is sent as the request's sampling seed"
+    )
+    if t > 0:
+        return sent + f", so seeds sample different episodes at temperature {t:g}", None
+    if seeds < 2:
+        return sent + " (at temperature 0 decoding is greedy: a seed changes nothing)", None
+    return sent, (
+        f"temperature 0 with {seeds} seeds: decoding is greedy, so the seeds differ only through the "
+        "server's nondeterminism (batching, floating-point order) and usually give identical episodes, "
+        "which narrow nothing; more tasks would, or a temperature above 0 (--temperature 0.7) for seeds "
+        "that vary. The report counts the identical seeds"
+    )
+
+
+class TaskSeeds(BaseModel):
+    """One task's seeds: how many, how many distinct trajectories, the largest identical group."""
+
+    model_config = ConfigDict(frozen=True)
+
+    task_id: str
+    seeds: int
+    distinct: int | None  # None: a trajectory could not be read, so unknown
+    identical: int  # seeds in the largest group of identical trajectories (1: all differ)
+    scores: list[float | None]
+
+
+class SeedVariation(BaseModel):
+    """How much one model's seeds varied (tasks with two or more seeds only)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    temperature: float | None
+    tasks: list[TaskSeeds]
+    score_variance: float | None  # mean over tasks of the score's variance across seeds (ddof 1)
+    outcome_differs: int  # tasks whose seeds did not all score the same
+
+    @property
+    def known(self) -> list[TaskSeeds]:
+        return [t for t in self.tasks if t.distinct is not None]
+
+    @property
+    def identical_tasks(self) -> int:
+        """Tasks all of whose seeds produced one and the same trajectory."""
+        return sum(1 for t in self.known if t.distinct == 1)
+
+    @property
+    def all_identical(self) -> bool:
+        """Every task with several seeds repeated one trajectory: the seeds bought nothing."""
+        return bool(self.known) and self.identical_tasks == len(self.known)
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    def sentence(self) -> str:
+        """E.g. "seeds identical on 3 of 3 tasks (3 seeds each; temperature 0); between-seed variance 0"."""
+        if not self.tasks:
+            return "one seed per task: no between-seed variation to measure"
+        seeds = sorted({t.seeds for t in self.tasks})
+        each = f"{seeds[0]} seeds each" if len(seeds) == 1 else f"{seeds[0]}-{seeds[-1]} seeds"
+        temp = "" if self.temperature is None else f"; temperature {self.temperature:g}"
+        known = self.known
+        text = f"seeds identical on {self.identical_tasks} of {len(known)} tasks ({each}{temp})"
+        if len(known) < len(self.tasks):
+            text += f", {len(self.tasks) - len(known)} task(s) unknown (trajectory unreadable)"
+        if self.score_variance is not None:
+            text += (
+                f"; between-seed variance of the score {self.score_variance:.3g} "
+                f"({self.outcome_differs} of {len(self.tasks)} tasks scored differently across seeds)"
+            )
+        return text
+
+
+def seed_variation(root: Path, records: list[EpisodeRecord], temperature: float | None) -> SeedVariation:
+    """Seeds of one model's episodes (``records``, the latest per key) compared task by task.
+
+    Trajectories are compared by the model's outputs (text, tool calls, finish reason), not the
+    observations, which carry times and process ids. Cheap record fields that follow from the
+    outputs are compared first: only seeds that agree on turns, calls, completion tokens, status
+    and loop have their trajectory files read.
+    """
+    by_task: dict[str, list[EpisodeRecord]] = {}
+    for r in records:
+        if r.status != "infra_error":
+            by_task.setdefault(r.task_id, []).append(r)
+    tasks: list[TaskSeeds] = []
+    variances: list[float] = []
+    differs = 0
+    for task_id in sorted(by_task):
+        recs = sorted(by_task[task_id], key=lambda r: r.seed)
+        if len(recs) < 2:
+            continue
+        groups = _identical_groups(root, recs)
+        scores = [r.reward if r.verified else None for r in recs]
+        scored = [s for s in scores if s is not None]
+        if len(scored) >= 2:
+            variances.append(float(pd.Series(scored).var(ddof=1)))
+            differs += len(set(scored)) > 1
+        tasks.append(
+            TaskSeeds(
+                task_id=task_id,
+                seeds=len(recs),
+                distinct=None if groups is None else len(groups),
+                identical=1 if groups is None else max(groups.values()),
+                scores=scores,
+            )
+        )
+    return SeedVariation(
+        temperature=temperature,
+        tasks=tasks,
+        score_variance=sum(variances) / len(variances) if variances else None,
+        outcome_differs=differs,
+    )
+
+
+def _identical_groups(root: Path, recs: list[EpisodeRecord]) -> dict[str, int] | None:
+    """Fingerprint -> seeds that share it; None when a trajectory that matters cannot be read."""
+    cheap: dict[tuple[Any, ...], list[EpisodeRecord]] = {}
+    for r in recs:
+        key = (r.status, r.turns, r.tool_calls, r.completion_tokens, r.loop)
+        cheap.setdefault(key, []).append(r)
+    groups: dict[str, int] = {}
+    for i, same in enumerate(cheap.values()):
+        if len(same) == 1:  # differs from every other seed already: no file to read
+            groups[f"only-{i}"] = 1
+            continue
+        for r in same:
+            fp = _fingerprint(root, r)
+            if fp is None:
+                return None
+            groups[fp] = groups.get(fp, 0) + 1
+    return groups
+
+
+def _fingerprint(root: Path, rec: EpisodeRecord) -> str | None:
+    """A hash of the model's outputs in the episode's trajectory (None: no readable trajectory)."""
+    from harness.monitor import Turn
+
+    if not rec.trajectory:
+        return None
+    path = (root / rec.trajectory).resolve()
+    try:
+        if not path.is_relative_to(root.resolve()) or path.stat().st_size > _MAX_TRAJECTORY_BYTES:
+            return None
+        lines = path.read_bytes().splitlines()
+    except OSError:
+        return None
+    digest = hashlib.sha256()
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            turn = Turn.model_validate_json(line)
+        except ValueError:
+            return None
+        calls = [(c.name, c.arguments) for c in turn.tool_calls]
+        digest.update(repr((turn.text, calls, turn.finish_reason)).encode())
+    return digest.hexdigest()
