@@ -409,7 +409,6 @@ def _run_eval(config: EvalConfig, stop: threading.Event, counts: dict[str, Any])
     ctx = _Rollout(config, store, scaffold, runtime, get_runner("openhands-sdk"))
     ctx.stop = stop
     new = 0
-    server_stats: dict[str, tuple[float, float]] = {}
 
     for group in group_by_server(endpoints):
         pending = [
@@ -431,12 +430,8 @@ def _run_eval(config: EvalConfig, stop: threading.Event, counts: dict[str, Any])
             if stop.is_set() and server is not None:
                 server.stop(reason="run stopped", grace=_SERVER_STOP_GRACE_S)
             group[0].release()  # before verification: the GPU is not needed any more
-        server = group[0].server
-        if server is not None:
-            server_stats["+".join(ep.name for ep in group)] = (server.up_seconds, server.busy_seconds)
-        elif (seconds := getattr(group[0], "server_seconds", None)) is not None:  # Ray replicas, summed
-            server_stats["+".join(ep.name for ep in group)] = seconds
-    _append_server_stats(run_dir, server_stats)
+            # Written by a stopped run too: a resumed run's seconds are the sum over every start.
+            _append_server_stats(run_dir, group)
     _verify(store, {t.id: t for t in tasks}, runtime, config.concurrency, stop)
     summaries, headlines = _summaries(run_dir, [e.name for e in endpoints])
     return EvalSummary(run_dir=run_dir, models=summaries, new_episodes=new, headlines=headlines)
@@ -693,12 +688,22 @@ def _verified(rec: EpisodeRecord, task: Task, store: RunStore, runtime: Runtime)
     return rec.model_copy(update=update)
 
 
-def _append_server_stats(run_dir: Path, stats: dict[str, tuple[float, float]]) -> None:
+def _append_server_stats(run_dir: Path, group: list[ModelEndpoint]) -> None:
+    """One line for this invocation's server of ``group`` (every start of it), if it managed one.
+
+    The report reads the timeline first (runs.py); this line counts where there is none."""
     import json
 
-    with (run_dir / "server_stats.jsonl").open("a") as fh:
-        for model, (up, busy) in stats.items():
-            fh.write(json.dumps({"model": model, "up_s": round(up, 1), "busy_s": round(busy, 1)}) + "\n")
+    server = group[0].server
+    if server is not None:
+        up, busy = server.up_seconds, server.busy_seconds
+    elif (seconds := getattr(group[0], "server_seconds", None)) is not None:  # Ray replicas, summed
+        up, busy = seconds
+    else:
+        return
+    line = {"model": "+".join(ep.name for ep in group), "up_s": round(up, 1), "busy_s": round(busy, 1)}
+    with contextlib.suppress(OSError), (run_dir / "server_stats.jsonl").open("a") as fh:
+        fh.write(json.dumps(line) + "\n")  # a full disk here: the timeline still has the seconds
 
 
 def _summaries(run_dir: Path, models: list[str]) -> tuple[list[ModelSummary], list[str]]:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.results.store import RunStore
+from harness.results.timeline import load_timeline
 from tests.conftest import HARNESS, REPO, run_harness, vllm_processes
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1500)]
@@ -63,7 +64,10 @@ def test_smoke_eval_records_every_episode_and_resumes(
     csv = (run / "metrics.csv").read_text().splitlines()
     header, overall = csv[0].split(","), csv[-1].split(",")
     assert overall[header.index("seed")] == "all"
-    assert float(overall[header.index("server_up_s")]) == pytest.approx(stats[0]["up_s"])
+    # The report's server seconds come from the timeline (one source for every surface).
+    timeline = load_timeline(run)
+    assert timeline is not None
+    assert float(overall[header.index("server_up_s")]) == pytest.approx(timeline.up_s, abs=0.01)
     assert not vllm_processes()  # the server went down before verification
     check_server_timeline(run, stats[0])
 
@@ -80,7 +84,6 @@ def check_server_timeline(run: Path, stats: dict[str, float]) -> None:
     the idle watchdog's (server_stats.jsonl), and the report's timeline plot decoding in Chromium."""
     from playwright.sync_api import sync_playwright
 
-    from harness.results.timeline import load_timeline
     from tests.helpers.browser import LAUNCH_ARGS, chromium
 
     timeline = load_timeline(run)
@@ -103,30 +106,55 @@ def check_server_timeline(run: Path, stats: dict[str, float]) -> None:
     assert width > 300
 
 
-def test_killed_eval_resumes_with_no_duplicate(
-    bundled_model: Path, tmp_path: Path, no_vllm_left: None
-) -> None:
-    run = tmp_path / "run"
-    proc = subprocess.Popen(
+def start_eval(run: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
         [*HARNESS, "eval", *ARGS, "--run-dir", str(run)],
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+
+
+def wait_for_records(run: Path, proc: subprocess.Popen[bytes], n: int) -> None:
+    """Until ``n`` episodes are recorded; the run must still be going (more is left to interrupt)."""
     deadline = time.monotonic() + 800
     while time.monotonic() < deadline and proc.poll() is None:
-        if (run / "episodes.jsonl").exists() and (run / "episodes.jsonl").read_text().strip():
+        if len(RunStore(run).records()) >= n:
             break
-        time.sleep(1)
+        time.sleep(0.2)
     assert proc.poll() is None, "the run ended before it could be interrupted"
-    proc.send_signal(signal.SIGKILL)  # no cleanup code runs in the harness
-    proc.wait()
-    first = RunStore(run).records()
-    assert 1 <= len(first) < 3
-    deadline = time.monotonic() + 30  # the server dies with its parent (PR_SET_PDEATHSIG)
+
+
+def wait_no_vllm(what: str) -> None:
+    deadline = time.monotonic() + 30  # killed: the server dies with its parent (PR_SET_PDEATHSIG)
     while vllm_processes() and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert not vllm_processes(), "a killed harness left its vLLM server running"
+    assert not vllm_processes(), what
+
+
+def test_stopped_then_killed_eval_resumes_with_no_duplicate_and_one_server_time(
+    bundled_model: Path, tmp_path: Path, no_vllm_left: None
+) -> None:
+    """Ctrl-C after the first episode, resume, SIGKILL after the second (no cleanup code runs),
+    resume to the end: one record per episode, finished ones kept, and the summary table, the
+    headline, the report's table and its server section all say the server seconds summed over
+    the three starts (the summary said the last start only)."""
+    run = tmp_path / "run"
+    proc = start_eval(run)
+    wait_for_records(run, proc, 1)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=120) == 130
+    first = RunStore(run).records()
+    assert 1 <= len(first) < 3
+    wait_no_vllm("a stopped harness left its vLLM server running")
+
+    proc = start_eval(run)
+    wait_for_records(run, proc, len(first) + 1)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    second = RunStore(run).records()
+    assert len(first) < len(second) < 3
+    wait_no_vllm("a killed harness left its vLLM server running")
 
     done = harness_eval(run)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -135,5 +163,22 @@ def test_killed_eval_resumes_with_no_duplicate(
     ended = [json.loads(x) for x in (run / "episodes.jsonl").read_text().splitlines()]
     keys = [(r["task_id"], r["seed"]) for r in ended if not r["verified"] or r["status"] == "error"]
     assert len(keys) == len(set(keys)) == 3  # exactly one episode per (task, seed), none run twice
-    for key, rec in first.items():
-        assert records[key].wall_s == rec.wall_s  # the finished episode was kept, not rerun
+    for key, rec in second.items():
+        assert records[key].wall_s == rec.wall_s  # the finished episodes were kept, not rerun
+
+    timeline = load_timeline(run)
+    assert timeline is not None
+    assert [s.stop_reason for s in timeline.segments] == ["run stopped", "not recorded", "rollouts done"]
+    up, busy = f"{timeline.up_s:.0f}", f"{timeline.busy_s:.0f}"
+    stats = [json.loads(x) for x in (run / "server_stats.jsonl").read_text().splitlines()]
+    assert len(stats) == 2  # the stopped run's line and the last one's; the killed run wrote none
+    assert timeline.up_s > stats[-1]["up_s"] + 20  # more than the last start alone
+    assert f"{up} s / {busy} s" in done.stdout  # the eval's summary table
+    said = " ".join(done.stdout.split())  # the headline, however it was wrapped
+    if "server mostly idle" in said:
+        assert f"of its {up} s up" in said
+    report = run_harness("report", str(run))
+    assert report.returncode == 0, report.stderr[-2000:]
+    md = (run / "report.md").read_text()
+    assert f"| {up} s / {busy} s |" in md  # the report's table
+    assert f"- server up {up} s, busy {busy} s" in md  # and its server section

@@ -246,9 +246,9 @@ def _server_lines(run: RunData, gpu_price: float | None) -> list[str]:
     """The server's summary (up, busy, GPU-hours, cost, preemptions) and what its headline says."""
     t = run.timeline
     if t is None:
-        if run.server.empty:
+        if run.server_total is None:
             return []
-        up, busy = float(run.server["up_s"].max()), float(run.server["busy_s"].max())
+        up, busy = run.server_total
         cost = f" = {gpu_price * up / 3600:.2f} at {gpu_price:g}/hour" if gpu_price is not None else ""
         return [
             f"server up {up:.0f} s, busy {busy:.0f} s; {up / 3600:.3f} GPU-hours{cost} "
