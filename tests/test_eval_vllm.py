@@ -182,3 +182,62 @@ def test_stopped_then_killed_eval_resumes_with_no_duplicate_and_one_server_time(
     md = (run / "report.md").read_text()
     assert f"| {up} s / {busy} s |" in md  # the report's table
     assert f"- server up {up} s, busy {busy} s" in md  # and its server section
+
+
+def eval_seeds(run: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """Three seeds of one smoke task, two turns each: the shortest run that can show seeds."""
+    args = ["--model", "smollm2-135m", "--seeds", "3", "--tasks", str(REPO / "tasks" / "smoke" / "fix-add")]
+    return subprocess.run(
+        [*HARNESS, "eval", *args, "--max-iterations", "2", "--run-dir", str(run), *extra],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=REPO,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+
+def test_seeds_at_temperature_zero_are_identical_and_said_so_above_zero_they_vary(
+    bundled_model: Path, tmp_path: Path, no_vllm_left: None
+) -> None:
+    """--seeds 3 at the default temperature 0: a warning at the start (before any episode), three
+    identical trajectories counted in the report, and the headline saying more seeds buy nothing.
+    At temperature 1 the three seeds sample different trajectories and the report says so, with
+    the between-seed variance observed."""
+    from harness.results.runs import load_run
+    from harness.results.seeds import seed_variation
+
+    greedy = tmp_path / "greedy"
+    done = eval_seeds(greedy)
+    assert done.returncode == 0, done.stderr[-3000:]
+    err = " ".join(done.stderr.split())
+    assert "sampling: temperature 0, top_p 1" in err
+    warning = err.index("warning: temperature 0 with 3 seeds: decoding is greedy")
+    assert warning < err.index("fix-add seed 1")  # said at the start, before any episode
+    assert json.loads((greedy / "run.json").read_text())["sampling"]["temperature"] == 0.0
+    said = " ".join(done.stdout.split())
+    assert "seeds identical on 1 of 1 tasks (3 seeds each; temperature 0)" in said
+    assert "more seeds buy nothing" in said
+    report = run_harness("report", str(greedy))
+    assert report.returncode == 0, report.stderr[-2000:]
+    md = (greedy / "report.md").read_text()
+    assert "## Seeds" in md and "| smollm2-135m | fix-add | 3 | 3 of 3 | 1 |" in md
+    assert "more seeds buy nothing" in md
+
+    sampled = tmp_path / "sampled"
+    done = eval_seeds(sampled, "--temperature", "1.0", "--concurrency", "3")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "warning: temperature 0" not in done.stderr
+    assert "seeds sample different episodes at temperature 1" in " ".join(done.stderr.split())
+    run = load_run(sampled)
+    variation = seed_variation(sampled, run.records(), 1.0)
+    (task,) = variation.tasks
+    assert task.distinct is not None and task.distinct >= 2, (
+        "three seeds at temperature 1 gave one trajectory"
+    )
+    report = run_harness("report", str(sampled))
+    assert report.returncode == 0, report.stderr[-2000:]
+    md = (sampled / "report.md").read_text()
+    assert "seeds identical on 0 of 1 tasks (3 seeds each; temperature 1)" in md
+    assert "between-seed variance of the score" in md
+    assert "more seeds buy nothing" not in md
