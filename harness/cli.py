@@ -9,15 +9,15 @@ import time
 from pathlib import Path
 from typing import Any, NoReturn
 
-from rich.console import Console
 from rich.table import Table
 
 from harness._cli_options import add_model_flags, model_values
 from harness._text import clean
 from harness._text import markup as escape  # every string from a run, task or model is data
 from harness.errors import HarnessError
+from harness.progress import make_console
 
-out = Console()
+out = make_console()  # in a log: tables take their content's width, not 80 columns
 
 
 class _Parser(argparse.ArgumentParser):

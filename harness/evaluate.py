@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harness._text import markup
 from harness.episodes.driver import EpisodeOutcome, failed_outcome, kill_running_shells
@@ -39,7 +38,7 @@ from harness.episodes.scaffold import Scaffold, load_scaffold
 from harness.errors import HarnessError
 from harness.executor import ThreadExecutor, get_executor
 from harness.monitor import ToolSchemas, validate_turn
-from harness.progress import console
+from harness.progress import console, progress_bar
 from harness.replay.endpoint import ReplayEndpoint, is_replay_model
 from harness.results.seeds import seed_statement
 from harness.results.store import EpisodeError, EpisodeRecord, RunManifest, RunStore
@@ -437,11 +436,6 @@ def _run_eval(config: EvalConfig, stop: threading.Event, counts: dict[str, Any])
     return EvalSummary(run_dir=run_dir, models=summaries, new_episodes=new, headlines=headlines)
 
 
-def _progress() -> Progress:
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    return Progress(*columns, console=console)
-
-
 def _rollouts(ctx: _Rollout, pending: list[tuple[ModelEndpoint, Task, int]], counts: dict[str, Any]) -> int:
     """The pending episodes run; on this machine, the first sandboxes start while the model
     server does, and each episode's start begins the next one's (runtime/warm.py)."""
@@ -471,21 +465,14 @@ def _run_rollouts(
             lambda item: _one_episode(ctx, *item), pending, ctx.config.concurrency, ctx.stop
         )
     try:
-        with _progress() as progress:
-            bar = progress.add_task(f"rollouts {', '.join(names)}", total=len(pending))
+        with progress_bar(f"rollouts {', '.join(names)}", len(pending)) as bar:
             for rec in results:
                 if rec is None:  # stopped while it ran: no record
                     continue
                 count += 1
-                progress.advance(bar)
-                loop = f" loop {rec.loop.kind.value}@{rec.loop.start_turn}" if rec.loop else ""
-                who = f"{rec.model} " if len(names) > 1 else ""
-                progress.console.print(  # task ids and error types are data: no markup, no escapes
-                    markup(
-                        f"  {who}{rec.task_id} seed {rec.seed}: {rec.status}{loop}, {rec.turns} turns"
-                        + (f" ({rec.error.type})" if rec.error else "")
-                    )
-                )
+                bar.advance()
+                # task ids and error types are data: no markup, no escapes
+                bar.print(markup(_rollout_line(rec, len(names) > 1)))
     except BaseException:  # a stop signal, or an error: nothing more starts, running episodes end now
         ctx.halt()
         raise
@@ -493,6 +480,28 @@ def _run_rollouts(
         counts["stopped"] = counts.get("stopped", 0) + ctx.stopped
         counts["queued"] = max(0, len(pending) - ctx.started)
     return count
+
+
+def _rollout_line(rec: EpisodeRecord, name_model: bool) -> str:
+    """What is known when a rollout ends: its turns and loop; the outcome comes at verification."""
+    who = f"{rec.model} " if name_model else ""
+    head = f"  {who}{rec.task_id} seed {rec.seed}: "
+    if rec.status in ("error", "infra_error"):  # final: nothing is verified
+        return head + f"{rec.status}, {rec.turns} turns" + (f" ({rec.error.type})" if rec.error else "")
+    loop = f"loop {rec.loop.kind.value}@{rec.loop.start_turn}" if rec.loop else "no loop"
+    limit = ", turn limit reached" if rec.status == "max_iterations" else ""
+    ended = "rollout stopped" if rec.status == "loop_stopped" else "rollout done"
+    return head + f"{ended} ({rec.turns} turns, {loop}{limit}) — verifying later"
+
+
+def _verified_line(rec: EpisodeRecord, name_model: bool) -> str:
+    """The outcome, once the tests have run on the episode's workspace."""
+    who = f"{rec.model} " if name_model else ""
+    reward = "-" if rec.reward is None else f"{rec.reward:g}"
+    outcome = "resolved" if rec.status == "resolved" or rec.reward == 1.0 else "unresolved"
+    also = f", {rec.status}" if rec.status not in ("resolved", "unresolved") else ""
+    note = f" — {rec.error.message[:200]}" if rec.error and rec.error.type == "VerifyWorkspace" else ""
+    return f"  {who}{rec.task_id} seed {rec.seed}: verified {outcome} (reward {reward}{also}){note}"
 
 
 def _attempt(
@@ -650,12 +659,13 @@ def _verify(
     work = ThreadExecutor().run(
         lambda rec: _verified(rec, tasks[rec.task_id], store, runtime), todo, concurrency, stop
     )
+    name_model = len({r.model for r in todo}) > 1
     try:
-        with _progress() as progress:
-            bar = progress.add_task("verification", total=len(todo))
+        with progress_bar("verification", len(todo)) as bar:
             for rec in work:  # records appended here alone, as each verification ends
                 store.append(rec)
-                progress.advance(bar)
+                bar.advance()
+                bar.print(markup(_verified_line(rec, name_model)))
     except BaseException:  # a stop: the tests running in the workers end with it
         kill_running_tests()
         raise
