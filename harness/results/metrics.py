@@ -163,7 +163,7 @@ def _one_model(run: RunData, model: str, seeds: pd.DataFrame) -> ModelMetrics:
         run_precision(
             run_spread(done),
             resolve.se,
-            identical_seeds=variation.all_identical,
+            no_seed_gain=variation.no_gain(),
             greedy=variation.greedy and not variation.tasks,
         )
         if resolve
@@ -268,9 +268,9 @@ def headline(m: ModelMetrics) -> str:
         rate += f"; {v.sentence()}"
     if m.precision is not None:
         rate += f"; {m.precision.sentence()}"
-    elif v is not None and v.all_identical:  # no CI to project (e.g. every episode scored 0): say it anyway
+    elif v is not None and (why := v.no_gain()):  # no CI to project (e.g. every episode scored 0)
         rate += (
-            "; more seeds buy nothing (identical): more tasks would narrow the CI, or a temperature above 0"
+            f"; {why}, so more seeds buy nothing: more tasks would narrow the CI, or a temperature above 0"
         )
     loops = f"loops {100 * m.loop_rate:.0f}%"
     fmt_total = sum(m.format_errors_per_turn.values())

@@ -175,7 +175,6 @@ def _about(points: str) -> str:
 
 
 # What the power sentences say when seeds cannot narrow anything (seeds.py measures it).
-_SEEDS_IDENTICAL = "every task's seeds gave identical episodes, so more seeds buy nothing"
 _GREEDY_SEEDS = (
     "more seeds at temperature 0 differ only through the server's nondeterminism and likely buy nothing"
 )
@@ -200,8 +199,9 @@ class Power(BaseModel):
     mde: float | None
     options: list[PowerOption]
     seeds_known: bool  # False: one seed, so the seed option is a range
-    # Seeds that do not vary: every task's seeds repeated one trajectory (observed), or temperature 0.
-    identical_seeds: bool = False
+    # Why more seeds would narrow nothing, as measured (seeds.py: identical episodes, or at
+    # temperature 0 the same scores); greedy: temperature 0 with one seed, so unmeasured.
+    no_seed_gain: str | None = None
     greedy: bool = False
 
     def sentence(self, full: bool = True) -> str:
@@ -223,11 +223,11 @@ class Power(BaseModel):
                 f"{head}, differences under {_pts(self.mde)} points are not detectable (80% power, 95% CI)"
             )
         parts = [first]
-        if self.identical_seeds:
-            parts.append(_SEEDS_IDENTICAL)
+        if self.no_seed_gain:
+            parts.append(f"{self.no_seed_gain}, so more seeds buy nothing")
         for o in self.options:
             if o.tasks == self.tasks:
-                if self.identical_seeds:
+                if self.no_seed_gain:
                     continue
                 if self.greedy:
                     parts.append(_GREEDY_SEEDS)
@@ -236,7 +236,7 @@ class Power(BaseModel):
             else:
                 what = f"{o.tasks} tasks x {_plural(self.seeds, 'seed')}"
             parts.append(f"{what}: {o.points()} points")
-        if self.identical_seeds or self.greedy:
+        if self.no_seed_gain or self.greedy:
             parts.append(_VARYING_SEEDS)
         text = "; ".join(parts)
         if not self.seeds_known and full and not self.greedy:
@@ -244,7 +244,7 @@ class Power(BaseModel):
         return text
 
 
-def paired_power(spread: Spread, *, identical_seeds: bool = False, greedy: bool = False) -> Power:
+def paired_power(spread: Spread, *, no_seed_gain: str | None = None, greedy: bool = False) -> Power:
     """The MDE of a paired comparison; the flags as in run_precision (both sides' seeds)."""
     sd = math.sqrt(spread.total) if math.isfinite(spread.total) else float("nan")
     mde = detectable_difference(sd, spread.tasks)
@@ -275,7 +275,7 @@ def paired_power(spread: Spread, *, identical_seeds: bool = False, greedy: bool 
         mde=mde if math.isfinite(mde) else None,
         options=options,
         seeds_known=spread.noise is not None,
-        identical_seeds=identical_seeds,
+        no_seed_gain=no_seed_gain,
         greedy=greedy,
     )
 
@@ -290,16 +290,16 @@ class Precision(BaseModel):
     half_width: float
     options: list[PowerOption]
     seeds_known: bool
-    identical_seeds: bool = False  # see Power
+    no_seed_gain: str | None = None  # see Power
     greedy: bool = False
 
     def sentence(self) -> str:
         parts = [f"{_plural(self.seeds, 'seed')}: {_pm(_pts(self.half_width))} points"]
-        if self.identical_seeds:
-            parts.append(_SEEDS_IDENTICAL)
+        if self.no_seed_gain:
+            parts.append(f"{self.no_seed_gain}, so more seeds buy nothing")
         for o in self.options:
             if o.tasks == self.tasks:
-                if self.identical_seeds:
+                if self.no_seed_gain:
                     continue
                 if self.greedy:
                     parts.append(_GREEDY_SEEDS)
@@ -307,7 +307,7 @@ class Precision(BaseModel):
                 parts.append(f"with {_plural(o.seeds, 'seed')} {_about(o.points())}")
             else:
                 parts.append(f"with {o.tasks} tasks {_about(o.points())}")
-        if self.identical_seeds or self.greedy:
+        if self.no_seed_gain or self.greedy:
             parts.append(_VARYING_SEEDS)
         text = "; ".join(parts)
         if not self.seeds_known and not self.greedy:
@@ -320,12 +320,12 @@ def _half(se: float, n: int) -> float:
 
 
 def run_precision(
-    spread: Spread, se: float, *, identical_seeds: bool = False, greedy: bool = False
+    spread: Spread, se: float, *, no_seed_gain: str | None = None, greedy: bool = False
 ) -> Precision | None:
     """Projections of a run's CI (se: its clustered standard error, at today's tasks and seeds).
 
-    identical_seeds: every task's seeds gave one trajectory; greedy: sampled at temperature 0.
-    Either way more seeds are not offered as a way to narrow the CI."""
+    no_seed_gain: why more seeds would narrow nothing (SeedVariation.no_gain); greedy: temperature 0
+    and one seed. Either way more seeds are not offered as a way to narrow the CI."""
     n = spread.tasks
     if n < 2 or not math.isfinite(se) or se <= 0 or not spread.total > 0:
         return None
@@ -348,6 +348,6 @@ def run_precision(
         half_width=_half(se, n),
         options=options,
         seeds_known=spread.noise is not None,
-        identical_seeds=identical_seeds,
+        no_seed_gain=no_seed_gain,
         greedy=greedy,
     )

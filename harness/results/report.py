@@ -214,8 +214,8 @@ def _seed_lines(metrics: list[ModelMetrics]) -> list[str]:
         if v is None:
             continue
         line = f"{m.model}: {v.sentence()}"
-        if v.all_identical:
-            line += "; more seeds buy nothing: more tasks would narrow the CI, or a temperature above 0"
+        if why := v.no_gain():
+            line += f"; {why}, so more seeds buy nothing: more tasks would narrow the CI, or a temperature above 0"
         elif v.greedy and v.tasks:
             line += " (temperature 0: seeds differ only through the server's nondeterminism)"
         out.append(line)

@@ -46,7 +46,8 @@ def seed_statement(sampling: dict[str, Any], seeds: int) -> tuple[str, str | Non
         return sent + " (at temperature 0 decoding is greedy: a seed changes nothing)", None
     return sent, (
         f"temperature 0 with {seeds} seeds: decoding is greedy, so the seeds differ only through the "
-        "server's nondeterminism (batching, floating-point order) and usually give identical episodes, "
+        "server's nondeterminism (batching, prefix-cache hits, floating-point order) and mostly give "
+        "identical episodes, "
         "which narrow nothing; more tasks would, or a temperature above 0 (--temperature 0.7) for seeds "
         "that vary. The report counts the identical seeds"
     )
@@ -91,6 +92,18 @@ class SeedVariation(BaseModel):
     @property
     def greedy(self) -> bool:
         return self.temperature == 0
+
+    def no_gain(self) -> str | None:
+        """Why, by this run, more seeds would narrow nothing; None when they could.
+
+        Identical episodes, or at temperature 0 the same score on every seed of every task (the
+        seeds then differ only through the server; a prefix-cache hit on the second seed of a task
+        can change a greedy output, yet not the outcome)."""
+        if self.all_identical:
+            return "every task's seeds gave identical episodes"
+        if self.greedy and self.score_variance == 0 and self.outcome_differs == 0:
+            return "at temperature 0 every task's seeds scored the same"
+        return None
 
     def sentence(self) -> str:
         """E.g. "seeds identical on 3 of 3 tasks (3 seeds each; temperature 0); between-seed variance 0"."""
