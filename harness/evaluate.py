@@ -35,6 +35,7 @@ from harness.episodes.driver import EpisodeOutcome, failed_outcome, kill_running
 from harness.episodes.faults import disk_full
 from harness.episodes.runner import EpisodeRunner, get_runner
 from harness.episodes.scaffold import Scaffold, load_scaffold
+from harness.episodes.sdk_log import LOG_FILE, sdk_log_to
 from harness.errors import HarnessError
 from harness.executor import ThreadExecutor, get_executor
 from harness.monitor import ToolSchemas, validate_turn
@@ -397,7 +398,7 @@ def _run_eval(config: EvalConfig, stop: threading.Event, counts: dict[str, Any])
     )
     share_servers(endpoints)
     counts["run_dir_hint"] = str(run_dir)
-    said, warning = seed_statement(_sampling(config, scaffold), config.seeds)
+    said, warning = seed_statement(_sampling(config, scaffold), config.seeds, runtime.name)
     console.print(markup(said), highlight=False)
     if warning:
         console.print(f"[yellow]warning:[/] {markup(warning)}", highlight=False)
@@ -409,29 +410,30 @@ def _run_eval(config: EvalConfig, stop: threading.Event, counts: dict[str, Any])
     ctx.stop = stop
     new = 0
 
-    for group in group_by_server(endpoints):
-        pending = [
-            (ep, t, s)
-            for ep in group
-            for t in tasks
-            for s in range(1, config.seeds + 1)
-            if (ep.name, t.id, s) not in done
-        ]
-        for ep in group:
-            if done_for := sum(1 for k in done if k[0] == ep.name):
-                console.print(f"{markup(ep.name)}: {done_for} episodes already in {markup(run_dir)}")
-        if not pending:
-            continue
-        try:
-            new += _rollouts(ctx, pending, counts)
-        finally:
-            server = group[0].server
-            if stop.is_set() and server is not None:
-                server.stop(reason="run stopped", grace=_SERVER_STOP_GRACE_S)
-            group[0].release()  # before verification: the GPU is not needed any more
-            # Written by a stopped run too: a resumed run's seconds are the sum over every start.
-            _append_server_stats(run_dir, group)
-    _verify(store, {t.id: t for t in tasks}, runtime, config.concurrency, stop)
+    with sdk_log_to(run_dir / LOG_FILE):  # the SDK's warnings: the run's log, not the terminal
+        for group in group_by_server(endpoints):
+            pending = [
+                (ep, t, s)
+                for ep in group
+                for t in tasks
+                for s in range(1, config.seeds + 1)
+                if (ep.name, t.id, s) not in done
+            ]
+            for ep in group:
+                if done_for := sum(1 for k in done if k[0] == ep.name):
+                    console.print(f"{markup(ep.name)}: {done_for} episodes already in {markup(run_dir)}")
+            if not pending:
+                continue
+            try:
+                new += _rollouts(ctx, pending, counts)
+            finally:
+                server = group[0].server
+                if stop.is_set() and server is not None:
+                    server.stop(reason="run stopped", grace=_SERVER_STOP_GRACE_S)
+                group[0].release()  # before verification: the GPU is not needed any more
+                # Written by a stopped run too: a resumed run's seconds are the sum over every start.
+                _append_server_stats(run_dir, group)
+        _verify(store, {t.id: t for t in tasks}, runtime, config.concurrency, stop)
     summaries, headlines = _summaries(run_dir, [e.name for e in endpoints])
     return EvalSummary(run_dir=run_dir, models=summaries, new_episodes=new, headlines=headlines)
 
@@ -598,7 +600,8 @@ def _record_episode(
     """The driver's part: the trajectory and the record appended to the run (infra_error when the
     retries ran out)."""
     store = ctx.store
-    status = {"finished": "unresolved", "stuck": "unresolved"}.get(outcome.status, outcome.status)
+    # stuck: the scaffold's own loop detector stopped it (outcome.loop says what it saw)
+    status = {"finished": "unresolved", "stuck": "loop_stopped"}.get(outcome.status, outcome.status)
     if outcome.infra:
         status = "infra_error"
     try:

@@ -33,23 +33,33 @@ def sampling_temperature(manifest: dict[str, Any]) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
-def seed_statement(sampling: dict[str, Any], seeds: int) -> tuple[str, str | None]:
-    """(what is sent and what a seed varies, a warning or None), printed when `harness eval` starts."""
+def seed_statement(sampling: dict[str, Any], seeds: int, runtime: str) -> tuple[str, str | None]:
+    """(what is sent and what a seed varies, a warning or None), printed when `harness eval` starts.
+
+    On the local runtime the prompt itself differs by seed: the file editor's tool description
+    names the episode's own workspace directory (…/seedN/workspace), so seeds are not the same
+    request even at temperature 0 (measured: three greedy seeds, three different episodes)."""
     t = float(sampling["temperature"])
     sent = (
         f"sampling: temperature {t:g}, top_p {sampling['top_p']:g}, up to {sampling['max_output_tokens']} "
         f"output tokens ({sampling['source']}); each episode's seed is sent as the request's sampling seed"
     )
+    local = (
+        "; on the local runtime each episode's workspace path is in the prompt, so seeds differ in "
+        "their prompt too"
+        if runtime == "local" and seeds > 1
+        else ""
+    )
     if t > 0:
-        return sent + f", so seeds sample different episodes at temperature {t:g}", None
+        return sent + f", so seeds sample different episodes at temperature {t:g}" + local, None
     if seeds < 2:
         return sent + " (at temperature 0 decoding is greedy: a seed changes nothing)", None
-    return sent, (
+    return sent + local, (
         f"temperature 0 with {seeds} seeds: decoding is greedy, so the seeds differ only through the "
-        "server's nondeterminism (batching, prefix-cache hits, floating-point order) and mostly give "
-        "identical episodes, "
-        "which narrow nothing; more tasks would, or a temperature above 0 (--temperature 0.7) for seeds "
-        "that vary. The report counts the identical seeds"
+        "server's nondeterminism (batching, prefix-cache hits, floating-point order)"
+        + (" and their workspace paths" if local else "")
+        + " and mostly give identical episodes, which narrow nothing; more tasks would, or a temperature "
+        "above 0 (--temperature 0.7) for seeds that vary. The report counts the identical seeds"
     )
 
 
