@@ -481,6 +481,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     for f in c.broken:
         flips.add_row(escape(f.task_id), f"{f.a:.2f}", f"{f.b:.2f}", "[red]broken[/]")
     out.print(flips)
+    if c.changed:  # no flip, yet the loop or format-error outcome moved: episodes worth a look
+        shown = "; ".join(f"{x.task_id} ({x.what()})" for x in c.changed[:5])
+        more = f"; and {len(c.changed) - 5} more" if len(c.changed) > 5 else ""
+        out.print(
+            escape(f"loop or format-error outcome changed on {len(c.changed)} other task(s): {shown}{more}")
+        )
     out.print(escape(c.verdict()))
     out.print(escape(c.power.sentence()))
     if c.gate:
