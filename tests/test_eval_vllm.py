@@ -248,7 +248,7 @@ def test_seeds_at_temperature_zero_are_identical_and_said_so_above_zero_they_var
     assert "warning: temperature 0" not in done.stderr
     assert "seeds sample different episodes at temperature 1" in " ".join(done.stderr.split())
     run = load_run(sampled)
-    variation = seed_variation(sampled, run.records(), 1.0)
+    variation = seed_variation(sampled, run.episodes, 1.0)
     (task,) = variation.tasks
     assert task.distinct is not None and task.distinct >= 2, (
         "three seeds at temperature 1 gave one trajectory"

@@ -137,7 +137,7 @@ def test_seeds_that_differ_are_counted_with_the_variance_observed(tmp_path: Path
     }
     (run / "run.json").write_text(json.dumps(manifest))
     data = load_run(run)
-    v = seed_variation(run, data.records(), 0.7)
+    v = seed_variation(run, data.episodes, 0.7)
     assert [(t.task_id, t.identical, t.distinct) for t in v.tasks] == [
         ("t1", 2, 2),
         ("t2", 1, 3),

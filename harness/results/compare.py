@@ -201,13 +201,8 @@ def compare(
     seeds_a, seeds_b = int(ea["seed"].nunique()), int(eb["seed"].nunique())
     if note := _seeds_note(seeds_a, seeds_b):
         notes.append(note)
-    va, vb = (
-        seed_variation(run.root, [r for r in run.latest if r.model == m and r.task_id in common], temp)
-        for run, m, temp in (
-            (a, ma, sampling_temperature(a.manifest)),
-            (b, mb, sampling_temperature(b.manifest)),
-        )
-    )
+    va = seed_variation(a.root, ea, sampling_temperature(a.manifest))
+    vb = seed_variation(b.root, eb, sampling_temperature(b.manifest))
     no_gain, greedy = _seed_gain(va, vb)
     flipped = {f.task_id for f in (*fixed, *broken)}
     return Comparison(

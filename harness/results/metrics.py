@@ -156,9 +156,7 @@ def _one_model(run: RunData, model: str, seeds: pd.DataFrame) -> ModelMetrics:
     notes += _server_notes(run, model)
     n_seeds = sorted(int(s) for s in frame["seed"].unique())
     at_k, hat_k = _pass_k(done, len(n_seeds)) if resolve else ({}, {})
-    variation = seed_variation(
-        run.root, [r for r in run.latest if r.model == model], sampling_temperature(run.manifest)
-    )
+    variation = seed_variation(run.root, frame, sampling_temperature(run.manifest))
     precision = (
         run_precision(
             run_spread(done),

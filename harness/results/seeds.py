@@ -13,13 +13,13 @@ turn by turn) and the between-seed variance of the score actually observed; the 
 """
 
 import hashlib
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
-
-from harness.results.store import EpisodeRecord
 
 __all__ = ["SeedVariation", "TaskSeeds", "sampling_temperature", "seed_statement", "seed_variation"]
 
@@ -134,74 +134,68 @@ class SeedVariation(BaseModel):
         return text
 
 
-def seed_variation(root: Path, records: list[EpisodeRecord], temperature: float | None) -> SeedVariation:
-    """Seeds of one model's episodes (``records``, the latest per key) compared task by task.
+# Record fields that follow from the model's outputs: seeds that differ in one of them differ.
+_CHEAP_KEY = ["status", "turns", "tool_calls", "completion_tokens", "loop_kind", "loop_start"]
+
+
+def seed_variation(root: Path, frame: pd.DataFrame, temperature: float | None) -> SeedVariation:
+    """Seeds of one model's episodes (``frame``: rows of RunData.episodes) compared task by task.
 
     Trajectories are compared by the model's outputs (text, tool calls, finish reason), not the
-    observations, which carry times and process ids. Cheap record fields that follow from the
-    outputs are compared first: only seeds that agree on turns, calls, completion tokens, status
-    and loop have their trajectory files read.
+    observations, which carry times and process ids. The record fields that follow from the
+    outputs are compared first: only seeds that agree on all of them have their trajectory files
+    read (on 100,000 records this is a fraction of a second).
     """
-    by_task: dict[str, list[EpisodeRecord]] = {}
-    for r in records:
-        if r.status != "infra_error":
-            by_task.setdefault(r.task_id, []).append(r)
+    live = frame[frame["status"] != "infra_error"]
+    multi = live[live.groupby("task_id")["seed"].transform("size") >= 2]
+    if multi.empty:
+        return SeedVariation(temperature=temperature, tasks=[], score_variance=None, outcome_differs=0)
+    key = multi.groupby(["task_id", *_CHEAP_KEY], dropna=False, sort=False).ngroup()
+    shared = (key.map(key.value_counts()) >= 2).to_numpy()
+    score = multi["reward"].where(multi["verified"]).astype(float)
+    # Plain arrays, task by task (a pandas groupby loop cost 0.5 s on 50,000 episodes).
+    order = np.lexsort((multi["seed"].to_numpy(), multi["task_id"].to_numpy()))
+    task_ids = multi["task_id"].to_numpy()[order]
+    keys, shared = key.to_numpy()[order], shared[order]
+    paths, scores = multi["trajectory"].to_numpy()[order], score.to_numpy()[order]
+    cuts = [0, *(np.flatnonzero(task_ids[1:] != task_ids[:-1]) + 1).tolist(), len(task_ids)]
     tasks: list[TaskSeeds] = []
-    variances: list[float] = []
-    differs = 0
-    for task_id in sorted(by_task):
-        recs = sorted(by_task[task_id], key=lambda r: r.seed)
-        if len(recs) < 2:
-            continue
-        groups = _identical_groups(root, recs)
-        scores = [r.reward if r.verified else None for r in recs]
-        scored = [s for s in scores if s is not None]
-        if len(scored) >= 2:
-            variances.append(float(pd.Series(scored).var(ddof=1)))
-            differs += len(set(scored)) > 1
+    for lo, hi in pairwise(cuts):
+        prints: dict[str, int] = {}
+        known = True
+        for i in range(lo, hi):
+            fp = _fingerprint(root, str(paths[i])) if shared[i] else f"key-{keys[i]}"
+            if fp is None:
+                known = False
+                break
+            prints[fp] = prints.get(fp, 0) + 1
         tasks.append(
             TaskSeeds(
-                task_id=task_id,
-                seeds=len(recs),
-                distinct=None if groups is None else len(groups),
-                identical=1 if groups is None else max(groups.values()),
-                scores=scores,
+                task_id=str(task_ids[lo]),
+                seeds=hi - lo,
+                distinct=len(prints) if known else None,
+                identical=max(prints.values()) if known else 1,
+                scores=[None if np.isnan(x) else float(x) for x in scores[lo:hi]],
             )
         )
+    scored = multi.assign(_score=score).dropna(subset=["_score"]).groupby("task_id")["_score"]
+    stats = scored.agg(["var", "count", "nunique"])
+    stats = stats[stats["count"] >= 2]
     return SeedVariation(
         temperature=temperature,
         tasks=tasks,
-        score_variance=sum(variances) / len(variances) if variances else None,
-        outcome_differs=differs,
+        score_variance=float(stats["var"].mean()) if len(stats) else None,
+        outcome_differs=int((stats["nunique"] > 1).sum()),
     )
 
 
-def _identical_groups(root: Path, recs: list[EpisodeRecord]) -> dict[str, int] | None:
-    """Fingerprint -> seeds that share it; None when a trajectory that matters cannot be read."""
-    cheap: dict[tuple[Any, ...], list[EpisodeRecord]] = {}
-    for r in recs:
-        key = (r.status, r.turns, r.tool_calls, r.completion_tokens, r.loop)
-        cheap.setdefault(key, []).append(r)
-    groups: dict[str, int] = {}
-    for i, same in enumerate(cheap.values()):
-        if len(same) == 1:  # differs from every other seed already: no file to read
-            groups[f"only-{i}"] = 1
-            continue
-        for r in same:
-            fp = _fingerprint(root, r)
-            if fp is None:
-                return None
-            groups[fp] = groups.get(fp, 0) + 1
-    return groups
-
-
-def _fingerprint(root: Path, rec: EpisodeRecord) -> str | None:
+def _fingerprint(root: Path, trajectory: str) -> str | None:
     """A hash of the model's outputs in the episode's trajectory (None: no readable trajectory)."""
     from harness.monitor import Turn
 
-    if not rec.trajectory:
+    if not trajectory:
         return None
-    path = (root / rec.trajectory).resolve()
+    path = (root / trajectory).resolve()
     try:
         if not path.is_relative_to(root.resolve()) or path.stat().st_size > _MAX_TRAJECTORY_BYTES:
             return None
