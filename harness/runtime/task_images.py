@@ -22,10 +22,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harness.errors import HarnessError
-from harness.progress import console
+from harness.progress import progress_bar
 from harness.tasks import Task
 
 if TYPE_CHECKING:
@@ -197,19 +196,14 @@ def resolve_task_images(
     out: dict[str, str | TaskImageError] = {}
     if not todo:
         return out
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console) as progress:
-        bar = progress.add_task("task images", total=len(todo))
+    with progress_bar("task images", len(todo)) as bar:  # in a log: a line at intervals
         for task in todo:
             try:
                 out[task.id] = build_task_image(client, task, image_map)
             except TaskImageError as exc:
                 out[task.id] = exc
-                progress.console.print(
-                    f"  [red]{task.id}[/]: no image (its episodes will error): {escape(str(exc))}",
-                    highlight=False,
-                )
-            progress.advance(bar)
+                bar.print(f"  [red]{task.id}[/]: no image (its episodes will error): {escape(str(exc))}")
+            bar.advance()
     return out
 
 
