@@ -7,6 +7,11 @@ With two or more seeds per task the two parts are told apart from the within-tas
 seeds; with one seed they cannot be, so a projection to more seeds is a range: from "all of the
 spread was seed noise" (seeds help as 1/sqrt(S)) to "none of it was" (seeds do not help).
 
+Seeds that cannot vary are said so rather than projected (seeds.py measures it): when every task's
+seeds gave identical episodes, or at temperature 0 scored the same, more seeds buy nothing; with one
+seed at temperature 0 the seed option says they would differ only through the server. Either way
+the statement names what would help: more tasks, or a temperature above 0.
+
 Detectable means: the 95% t interval of the paired difference (the one `harness compare` shows and
 the gate reads) excludes zero. The minimum detectable effect (MDE) at 80% power is the true mean
 difference for which that happens in 80% of runs, from the noncentral t distribution, with the
