@@ -410,30 +410,29 @@ def _run_eval(config: EvalConfig, stop: threading.Event, counts: dict[str, Any])
     ctx.stop = stop
     new = 0
 
-    with sdk_log_to(run_dir / LOG_FILE):  # the SDK's warnings: the run's log, not the terminal
-        for group in group_by_server(endpoints):
-            pending = [
-                (ep, t, s)
-                for ep in group
-                for t in tasks
-                for s in range(1, config.seeds + 1)
-                if (ep.name, t.id, s) not in done
-            ]
-            for ep in group:
-                if done_for := sum(1 for k in done if k[0] == ep.name):
-                    console.print(f"{markup(ep.name)}: {done_for} episodes already in {markup(run_dir)}")
-            if not pending:
-                continue
-            try:
-                new += _rollouts(ctx, pending, counts)
-            finally:
-                server = group[0].server
-                if stop.is_set() and server is not None:
-                    server.stop(reason="run stopped", grace=_SERVER_STOP_GRACE_S)
-                group[0].release()  # before verification: the GPU is not needed any more
-                # Written by a stopped run too: a resumed run's seconds are the sum over every start.
-                _append_server_stats(run_dir, group)
-        _verify(store, {t.id: t for t in tasks}, runtime, config.concurrency, stop)
+    for group in group_by_server(endpoints):
+        pending = [
+            (ep, t, s)
+            for ep in group
+            for t in tasks
+            for s in range(1, config.seeds + 1)
+            if (ep.name, t.id, s) not in done
+        ]
+        for ep in group:
+            if done_for := sum(1 for k in done if k[0] == ep.name):
+                console.print(f"{markup(ep.name)}: {done_for} episodes already in {markup(run_dir)}")
+        if not pending:
+            continue
+        try:
+            new += _rollouts(ctx, pending, counts)
+        finally:
+            server = group[0].server
+            if stop.is_set() and server is not None:
+                server.stop(reason="run stopped", grace=_SERVER_STOP_GRACE_S)
+            group[0].release()  # before verification: the GPU is not needed any more
+            # Written by a stopped run too: a resumed run's seconds are the sum over every start.
+            _append_server_stats(run_dir, group)
+    _verify(store, {t.id: t for t in tasks}, runtime, config.concurrency, stop)
     summaries, headlines = _summaries(run_dir, [e.name for e in endpoints])
     return EvalSummary(run_dir=run_dir, models=summaries, new_episodes=new, headlines=headlines)
 
@@ -445,7 +444,8 @@ def _rollouts(ctx: _Rollout, pending: list[tuple[ModelEndpoint, Task, int]], cou
         return _run_rollouts(ctx, pending, counts)
     ctx.runtime.warm_up([t for _, t, _ in pending], ctx.scaffold.terminal_type, ctx.config.concurrency)
     try:
-        return _run_rollouts(ctx, pending, counts)
+        with sdk_log_to(ctx.store.root / LOG_FILE):  # the SDK's warnings: the run's log, not the terminal
+            return _run_rollouts(ctx, pending, counts)
     finally:
         ctx.runtime.cool_down()
 
