@@ -1,13 +1,14 @@
 """The run store: one directory per run, append-only and resumable.
 
 results/<run>/
-  run.json                 what was asked (models, tasks, seeds, scaffold snapshot hash)
+  run.json                 what was asked (models, tasks, seeds, scaffold snapshot hash, sampling sent)
   episodes.jsonl           one EpisodeRecord per line, appended (and fsynced) when an episode ends;
                            verification appends the same key again with the reward: the last line
                            for a (model, task, seed) is authoritative
   trajectories/<model>/<task>/seed<N>.jsonl   Turn records
   episodes/<model>/<task>/seed<N>/            workspace, SDK conversation, raw completions
   server.log
+  harness.log              the OpenHands SDK's warnings and errors, each naming its episode
 """
 
 import json
