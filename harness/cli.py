@@ -9,18 +9,18 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from rich.console import Console
 from rich.table import Table
 
 from harness._cli_options import add_model_flags, model_values
 from harness._text import clean
 from harness._text import markup as escape  # every string from a run, task or model is data
 from harness.errors import HarnessError
+from harness.progress import make_console
 
 if TYPE_CHECKING:
     from harness.tasks.selection import TaskSelection
 
-out = Console()
+out = make_console()  # in a log: tables take their content's width, not 80 columns
 
 
 class _Parser(argparse.ArgumentParser):
@@ -535,6 +535,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     for f in c.broken:
         flips.add_row(escape(f.task_id), f"{f.a:.2f}", f"{f.b:.2f}", "[red]broken[/]")
     out.print(flips)
+    if c.changed:  # no flip, yet the loop or format-error outcome moved: episodes worth a look
+        shown = "; ".join(f"{x.task_id} ({x.what()})" for x in c.changed[:5])
+        more = f"; and {len(c.changed) - 5} more" if len(c.changed) > 5 else ""
+        out.print(
+            escape(f"loop or format-error outcome changed on {len(c.changed)} other task(s): {shown}{more}")
+        )
     out.print(escape(c.verdict()))
     out.print(escape(c.power.sentence()))
     if c.gate:

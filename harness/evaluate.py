@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harness._signals import stop_on_signals as _stop_on_signals
 from harness._text import markup
@@ -34,12 +33,14 @@ from harness.episodes.driver import EpisodeOutcome, failed_outcome, kill_running
 from harness.episodes.faults import disk_full
 from harness.episodes.runner import EpisodeRunner, get_runner
 from harness.episodes.scaffold import Scaffold, load_scaffold
+from harness.episodes.sdk_log import LOG_FILE, sdk_log_to
 from harness.errors import HarnessError
 from harness.executor import ThreadExecutor, get_executor
 from harness.monitor import ToolSchemas, validate_turn
 from harness.paths import absolute
-from harness.progress import console
+from harness.progress import console, progress_bar
 from harness.replay.endpoint import ReplayEndpoint, is_replay_model
+from harness.results.seeds import seed_statement
 from harness.results.store import EpisodeError, EpisodeRecord, RunManifest, RunStore
 from harness.runtime.base import ContainerLimits, Runtime, Sandbox
 from harness.runtime.export_caps import ExportLimit, ExportLimits
@@ -227,6 +228,18 @@ def _format_counts(
     return dict(errors), dict(repairs), calls
 
 
+def _sampling(config: EvalConfig, scaffold: Scaffold) -> dict[str, Any]:
+    """The sampling parameters every request sends (run.json's record of them)."""
+    given = config.temperature is not None
+    return {
+        "temperature": config.temperature if given else scaffold.sampling.temperature,
+        "top_p": scaffold.sampling.top_p,
+        "max_output_tokens": scaffold.sampling.max_output_tokens,
+        "seed": "the episode's seed",
+        "source": "--temperature" if given else f"the {scaffold.name} scaffold's default",
+    }
+
+
 def _endpoint(config: EvalConfig, model: str, run_dir: Path) -> ModelEndpoint:
     if config.executor == "ray":
         from harness.cluster.executor import ClusterModel
@@ -386,10 +399,15 @@ def _run_eval(config: EvalConfig, stop: threading.Event, counts: dict[str, Any])
             scaffold=scaffold.name,
             scaffold_hash=_scaffold_hash(scaffold),
             runtime=runtime.name,
+            sampling=_sampling(config, scaffold),
         )
     )
     share_servers(endpoints)
     counts["run_dir_hint"] = str(run_dir)
+    said, warning = seed_statement(_sampling(config, scaffold), config.seeds, runtime.name)
+    console.print(markup(said), highlight=False)
+    if warning:
+        console.print(f"[yellow]warning:[/] {markup(warning)}", highlight=False)
     # An infra_error episode is not done: the infrastructure failed it, so it runs again.
     done = {k: r for k, r in store.records().items() if r.status != "infra_error"}
     waiting = frozenset(episode_key(*k) for k, r in done.items() if not r.verified)
@@ -397,7 +415,6 @@ def _run_eval(config: EvalConfig, stop: threading.Event, counts: dict[str, Any])
     ctx = _Rollout(config, store, scaffold, runtime, get_runner("openhands-sdk"))
     ctx.stop = stop
     new = 0
-    server_stats: dict[str, tuple[float, float]] = {}
 
     for group in group_by_server(endpoints):
         pending = [
@@ -419,20 +436,11 @@ def _run_eval(config: EvalConfig, stop: threading.Event, counts: dict[str, Any])
             if stop.is_set() and server is not None:
                 server.stop(reason="run stopped", grace=_SERVER_STOP_GRACE_S)
             group[0].release()  # before verification: the GPU is not needed any more
-        server = group[0].server
-        if server is not None:
-            server_stats["+".join(ep.name for ep in group)] = (server.up_seconds, server.busy_seconds)
-        elif (seconds := getattr(group[0], "server_seconds", None)) is not None:  # Ray replicas, summed
-            server_stats["+".join(ep.name for ep in group)] = seconds
-    _append_server_stats(run_dir, server_stats)
+            # Written by a stopped run too: a resumed run's seconds are the sum over every start.
+            _append_server_stats(run_dir, group)
     _verify(store, {t.id: t for t in tasks}, runtime, config.concurrency, stop)
     summaries, headlines = _summaries(run_dir, [e.name for e in endpoints])
     return EvalSummary(run_dir=run_dir, models=summaries, new_episodes=new, headlines=headlines)
-
-
-def _progress() -> Progress:
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    return Progress(*columns, console=console)
 
 
 def _rollouts(ctx: _Rollout, pending: list[tuple[ModelEndpoint, Task, int]], counts: dict[str, Any]) -> int:
@@ -442,7 +450,8 @@ def _rollouts(ctx: _Rollout, pending: list[tuple[ModelEndpoint, Task, int]], cou
         return _run_rollouts(ctx, pending, counts)
     ctx.runtime.warm_up([t for _, t, _ in pending], ctx.scaffold.terminal_type, ctx.config.concurrency)
     try:
-        return _run_rollouts(ctx, pending, counts)
+        with sdk_log_to(ctx.store.root / LOG_FILE):  # the SDK's warnings: the run's log, not the terminal
+            return _run_rollouts(ctx, pending, counts)
     finally:
         ctx.runtime.cool_down()
 
@@ -464,21 +473,14 @@ def _run_rollouts(
             lambda item: _one_episode(ctx, *item), pending, ctx.config.concurrency, ctx.stop
         )
     try:
-        with _progress() as progress:
-            bar = progress.add_task(f"rollouts {', '.join(names)}", total=len(pending))
+        with progress_bar(f"rollouts {', '.join(names)}", len(pending)) as bar:
             for rec in results:
                 if rec is None:  # stopped while it ran: no record
                     continue
                 count += 1
-                progress.advance(bar)
-                loop = f" loop {rec.loop.kind.value}@{rec.loop.start_turn}" if rec.loop else ""
-                who = f"{rec.model} " if len(names) > 1 else ""
-                progress.console.print(  # task ids and error types are data: no markup, no escapes
-                    markup(
-                        f"  {who}{rec.task_id} seed {rec.seed}: {rec.status}{loop}, {rec.turns} turns"
-                        + (f" ({rec.error.type})" if rec.error else "")
-                    )
-                )
+                bar.advance()
+                # task ids and error types are data: no markup, no escapes
+                bar.print(markup(_rollout_line(rec, len(names) > 1)))
     except BaseException:  # a stop signal, or an error: nothing more starts, running episodes end now
         ctx.halt()
         raise
@@ -486,6 +488,28 @@ def _run_rollouts(
         counts["stopped"] = counts.get("stopped", 0) + ctx.stopped
         counts["queued"] = max(0, len(pending) - ctx.started)
     return count
+
+
+def _rollout_line(rec: EpisodeRecord, name_model: bool) -> str:
+    """What is known when a rollout ends: its turns and loop; the outcome comes at verification."""
+    who = f"{rec.model} " if name_model else ""
+    head = f"  {who}{rec.task_id} seed {rec.seed}: "
+    if rec.status in ("error", "infra_error"):  # final: nothing is verified
+        return head + f"{rec.status}, {rec.turns} turns" + (f" ({rec.error.type})" if rec.error else "")
+    loop = f"loop {rec.loop.kind.value}@{rec.loop.start_turn}" if rec.loop else "no loop"
+    limit = ", turn limit reached" if rec.status == "max_iterations" else ""
+    ended = "rollout stopped" if rec.status == "loop_stopped" else "rollout done"
+    return head + f"{ended} ({rec.turns} turns, {loop}{limit}) — verifying later"
+
+
+def _verified_line(rec: EpisodeRecord, name_model: bool) -> str:
+    """The outcome, once the tests have run on the episode's workspace."""
+    who = f"{rec.model} " if name_model else ""
+    reward = "-" if rec.reward is None else f"{rec.reward:g}"
+    outcome = "resolved" if rec.status == "resolved" or rec.reward == 1.0 else "unresolved"
+    also = f", {rec.status}" if rec.status not in ("resolved", "unresolved") else ""
+    note = f" — {rec.error.message[:200]}" if rec.error and rec.error.type == "VerifyWorkspace" else ""
+    return f"  {who}{rec.task_id} seed {rec.seed}: verified {outcome} (reward {reward}{also}){note}"
 
 
 def _attempt(
@@ -582,7 +606,8 @@ def _record_episode(
     """The driver's part: the trajectory and the record appended to the run (infra_error when the
     retries ran out)."""
     store = ctx.store
-    status = {"finished": "unresolved", "stuck": "unresolved"}.get(outcome.status, outcome.status)
+    # stuck: the scaffold's own loop detector stopped it (outcome.loop says what it saw)
+    status = {"finished": "unresolved", "stuck": "loop_stopped"}.get(outcome.status, outcome.status)
     if outcome.infra:
         status = "infra_error"
     try:
@@ -643,12 +668,13 @@ def _verify(
     work = ThreadExecutor().run(
         lambda rec: _verified(rec, tasks[rec.task_id], store, runtime), todo, concurrency, stop
     )
+    name_model = len({r.model for r in todo}) > 1
     try:
-        with _progress() as progress:
-            bar = progress.add_task("verification", total=len(todo))
+        with progress_bar("verification", len(todo)) as bar:
             for rec in work:  # records appended here alone, as each verification ends
                 store.append(rec)
-                progress.advance(bar)
+                bar.advance()
+                bar.print(markup(_verified_line(rec, name_model)))
     except BaseException:  # a stop: the tests running in the workers end with it
         kill_running_tests()
         raise
@@ -681,12 +707,22 @@ def _verified(rec: EpisodeRecord, task: Task, store: RunStore, runtime: Runtime)
     return rec.model_copy(update=update)
 
 
-def _append_server_stats(run_dir: Path, stats: dict[str, tuple[float, float]]) -> None:
+def _append_server_stats(run_dir: Path, group: list[ModelEndpoint]) -> None:
+    """One line for this invocation's server of ``group`` (every start of it), if it managed one.
+
+    The report reads the timeline first (runs.py); this line counts where there is none."""
     import json
 
-    with (run_dir / "server_stats.jsonl").open("a") as fh:
-        for model, (up, busy) in stats.items():
-            fh.write(json.dumps({"model": model, "up_s": round(up, 1), "busy_s": round(busy, 1)}) + "\n")
+    server = group[0].server
+    if server is not None:
+        up, busy = server.up_seconds, server.busy_seconds
+    elif (seconds := getattr(group[0], "server_seconds", None)) is not None:  # Ray replicas, summed
+        up, busy = seconds
+    else:
+        return
+    line = {"model": "+".join(ep.name for ep in group), "up_s": round(up, 1), "busy_s": round(busy, 1)}
+    with contextlib.suppress(OSError), (run_dir / "server_stats.jsonl").open("a") as fh:
+        fh.write(json.dumps(line) + "\n")  # a full disk here: the timeline still has the seconds
 
 
 def _summaries(run_dir: Path, models: list[str]) -> tuple[list[ModelSummary], list[str]]:

@@ -5,11 +5,13 @@ import os
 import signal
 import subprocess
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from harness.results.store import RunStore
+from harness.results.timeline import load_timeline
 from tests.conftest import HARNESS, REPO, run_harness, vllm_processes
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1500)]
@@ -63,7 +65,10 @@ def test_smoke_eval_records_every_episode_and_resumes(
     csv = (run / "metrics.csv").read_text().splitlines()
     header, overall = csv[0].split(","), csv[-1].split(",")
     assert overall[header.index("seed")] == "all"
-    assert float(overall[header.index("server_up_s")]) == pytest.approx(stats[0]["up_s"])
+    # The report's server seconds come from the timeline (one source for every surface).
+    timeline = load_timeline(run)
+    assert timeline is not None
+    assert float(overall[header.index("server_up_s")]) == pytest.approx(timeline.up_s, abs=0.01)
     assert not vllm_processes()  # the server went down before verification
     check_server_timeline(run, stats[0])
 
@@ -80,7 +85,6 @@ def check_server_timeline(run: Path, stats: dict[str, float]) -> None:
     the idle watchdog's (server_stats.jsonl), and the report's timeline plot decoding in Chromium."""
     from playwright.sync_api import sync_playwright
 
-    from harness.results.timeline import load_timeline
     from tests.helpers.browser import LAUNCH_ARGS, chromium
 
     timeline = load_timeline(run)
@@ -103,30 +107,55 @@ def check_server_timeline(run: Path, stats: dict[str, float]) -> None:
     assert width > 300
 
 
-def test_killed_eval_resumes_with_no_duplicate(
-    bundled_model: Path, tmp_path: Path, no_vllm_left: None
-) -> None:
-    run = tmp_path / "run"
-    proc = subprocess.Popen(
+def start_eval(run: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
         [*HARNESS, "eval", *ARGS, "--run-dir", str(run)],
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+
+
+def wait_for_records(run: Path, proc: subprocess.Popen[bytes], n: int) -> None:
+    """Until ``n`` episodes are recorded; the run must still be going (more is left to interrupt)."""
     deadline = time.monotonic() + 800
     while time.monotonic() < deadline and proc.poll() is None:
-        if (run / "episodes.jsonl").exists() and (run / "episodes.jsonl").read_text().strip():
+        if len(RunStore(run).records()) >= n:
             break
-        time.sleep(1)
+        time.sleep(0.2)
     assert proc.poll() is None, "the run ended before it could be interrupted"
-    proc.send_signal(signal.SIGKILL)  # no cleanup code runs in the harness
-    proc.wait()
-    first = RunStore(run).records()
-    assert 1 <= len(first) < 3
-    deadline = time.monotonic() + 30  # the server dies with its parent (PR_SET_PDEATHSIG)
+
+
+def wait_no_vllm(what: str) -> None:
+    deadline = time.monotonic() + 30  # killed: the server dies with its parent (PR_SET_PDEATHSIG)
     while vllm_processes() and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert not vllm_processes(), "a killed harness left its vLLM server running"
+    assert not vllm_processes(), what
+
+
+def test_stopped_then_killed_eval_resumes_with_no_duplicate_and_one_server_time(
+    bundled_model: Path, tmp_path: Path, no_vllm_left: None
+) -> None:
+    """Ctrl-C after the first episode, resume, SIGKILL after the second (no cleanup code runs),
+    resume to the end: one record per episode, finished ones kept, and the summary table, the
+    headline, the report's table and its server section all say the server seconds summed over
+    the three starts (the summary said the last start only)."""
+    run = tmp_path / "run"
+    proc = start_eval(run)
+    wait_for_records(run, proc, 1)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=120) == 130
+    first = RunStore(run).records()
+    assert 1 <= len(first) < 3
+    wait_no_vllm("a stopped harness left its vLLM server running")
+
+    proc = start_eval(run)
+    wait_for_records(run, proc, len(first) + 1)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    second = RunStore(run).records()
+    assert len(first) < len(second) < 3
+    wait_no_vllm("a killed harness left its vLLM server running")
 
     done = harness_eval(run)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -135,5 +164,98 @@ def test_killed_eval_resumes_with_no_duplicate(
     ended = [json.loads(x) for x in (run / "episodes.jsonl").read_text().splitlines()]
     keys = [(r["task_id"], r["seed"]) for r in ended if not r["verified"] or r["status"] == "error"]
     assert len(keys) == len(set(keys)) == 3  # exactly one episode per (task, seed), none run twice
-    for key, rec in first.items():
-        assert records[key].wall_s == rec.wall_s  # the finished episode was kept, not rerun
+    for key, rec in second.items():
+        assert records[key].wall_s == rec.wall_s  # the finished episodes were kept, not rerun
+
+    timeline = load_timeline(run)
+    assert timeline is not None
+    assert [s.stop_reason for s in timeline.segments] == ["run stopped", "not recorded", "rollouts done"]
+    up, busy = f"{timeline.up_s:.0f}", f"{timeline.busy_s:.0f}"
+    stats = [json.loads(x) for x in (run / "server_stats.jsonl").read_text().splitlines()]
+    assert len(stats) == 2  # the stopped run's line and the last one's; the killed run wrote none
+    assert timeline.up_s > stats[-1]["up_s"] + 20  # more than the last start alone
+    assert f"{up} s / {busy} s" in done.stdout  # the eval's summary table
+    said = " ".join(done.stdout.split())  # the headline, however it was wrapped
+    if "server mostly idle" in said:
+        assert f"of its {up} s up" in said
+    report = run_harness("report", str(run))
+    assert report.returncode == 0, report.stderr[-2000:]
+    md = (run / "report.md").read_text()
+    assert f"| {up} s / {busy} s |" in md  # the report's table
+    assert f"- server up {up} s, busy {busy} s" in md  # and its server section
+
+
+def model_outputs(run: Path, seed: int) -> str:
+    """The model's side of an episode (text, calls, finish reason per turn), read without the harness."""
+    path = run / "trajectories" / "smollm2-135m" / "fix-add" / f"seed{seed}.jsonl"
+    turns = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    calls = [[(c["name"], c["arguments"]) for c in t["tool_calls"]] for t in turns]  # call ids are random
+    return json.dumps([(t["text"], c, t["finish_reason"]) for t, c in zip(turns, calls, strict=True)])
+
+
+def eval_seeds(run: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """Three seeds of one smoke task, two turns each: the shortest run that can show seeds."""
+    args = ["--model", "smollm2-135m", "--seeds", "3", "--tasks", str(REPO / "tasks" / "smoke" / "fix-add")]
+    return subprocess.run(
+        [*HARNESS, "eval", *args, "--max-iterations", "2", "--run-dir", str(run), *extra],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=REPO,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+
+def test_seeds_at_temperature_zero_are_identical_and_said_so_above_zero_they_vary(
+    bundled_model: Path, tmp_path: Path, no_vllm_left: None
+) -> None:
+    """--seeds 3 at the default temperature 0: a warning at the start (before any episode), three
+    identical trajectories counted in the report, and the headline saying more seeds buy nothing.
+    At temperature 1 the three seeds sample different trajectories and the report says so, with
+    the between-seed variance observed."""
+    from harness.results.runs import load_run
+    from harness.results.seeds import seed_variation
+
+    # In containers, as users run: every seed's prompt is the same (on the local runtime the file
+    # editor's description names each episode's own workspace path, so the prompts differ).
+    greedy = tmp_path / "greedy"
+    done = eval_seeds(greedy, "--runtime", "docker")
+    assert done.returncode == 0, done.stderr[-3000:]
+    err = " ".join(done.stderr.split())
+    assert "sampling: temperature 0, top_p 1" in err
+    warning = err.index("warning: temperature 0 with 3 seeds: decoding is greedy")
+    assert warning < err.index("fix-add seed 1")  # said at the start, before any episode
+    assert json.loads((greedy / "run.json").read_text())["sampling"]["temperature"] == 0.0
+    # Counted independently from the trajectories: at temperature 0 the seeds repeat one episode,
+    # except that the first seed of a task may differ (the second finds the prompt in the prefix
+    # cache, which can change a greedy output): measured, not assumed.
+    outputs = Counter(model_outputs(greedy, seed) for seed in (1, 2, 3))
+    same = max(outputs.values())
+    assert same >= 2, "at temperature 0 no two seeds gave the same episode"
+    said = " ".join(done.stdout.split())
+    assert f"seeds identical on {int(same == 3)} of 1 tasks (3 seeds each; temperature 0)" in said
+    if len({r.reward for r in RunStore(greedy).records().values()}) == 1:  # the seeds scored the same
+        assert "more seeds buy nothing" in said
+    report = run_harness("report", str(greedy))
+    assert report.returncode == 0, report.stderr[-2000:]
+    md = (greedy / "report.md").read_text()
+    assert f"| smollm2-135m | fix-add | 3 | {same} of 3 | {len(outputs)} |" in md
+    assert ("more seeds buy nothing" in md) == ("more seeds buy nothing" in said)
+
+    sampled = tmp_path / "sampled"
+    done = eval_seeds(sampled, "--temperature", "1.0", "--concurrency", "3")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "warning: temperature 0" not in done.stderr
+    assert "seeds sample different episodes at temperature 1" in " ".join(done.stderr.split())
+    run = load_run(sampled)
+    variation = seed_variation(sampled, run.episodes, 1.0)
+    (task,) = variation.tasks
+    assert task.distinct is not None and task.distinct >= 2, (
+        "three seeds at temperature 1 gave one trajectory"
+    )
+    report = run_harness("report", str(sampled))
+    assert report.returncode == 0, report.stderr[-2000:]
+    md = (sampled / "report.md").read_text()
+    assert "seeds identical on 0 of 1 tasks (3 seeds each; temperature 1)" in md
+    assert "between-seed variance of the score" in md
+    assert "more seeds buy nothing" not in md

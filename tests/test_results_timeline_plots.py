@@ -112,6 +112,15 @@ def test_interrupted_server_and_bad_lines(tmp_path: Path) -> None:
     assert load_timeline(tmp_path / "nothing") is None
 
 
+def test_killed_server_is_up_until_its_last_sample_not_the_next_start(tmp_path: Path) -> None:
+    """A SIGKILLed run writes no stop line; the next eval starts a server 40 s later. The first
+    server's up time ends at its last sample (50 s), not at the resumed run's start (100 s)."""
+    lines = [x for x in two_servers() if x.get("note") != "idle for 10 s"]
+    t = load_timeline(write_metrics(tmp_path, lines))
+    assert t is not None
+    assert [(s.up_s, s.stop_reason) for s in t.segments] == [(50.0, "not recorded"), (21.0, "rollouts done")]
+
+
 def test_scrape_stopped_note_reaches_the_headline(tmp_path: Path) -> None:
     lines = two_servers()
     lines.insert(8, event(22, "scrape_stopped", "http://127.0.0.1:1/metrics failed 3 times running"))
@@ -120,6 +129,53 @@ def test_scrape_stopped_note_reaches_the_headline(tmp_path: Path) -> None:
     metrics = model_metrics(load_run(run))
     line = headline(metrics[0])
     assert "server mostly idle" in line and "failed 3 times running" in line and "preemption" in line
+
+
+def test_resumed_run_says_one_server_time_everywhere(tmp_path: Path) -> None:
+    """Ctrl-C then resume: server_metrics.jsonl holds both starts (81 s up, 26 s busy), while
+    server_stats.jsonl holds only the resumed one's line (as a SIGKILLed first run leaves it, and as
+    every stopped run left it before). The eval summary, the report's table, its server section
+    and the headline all say 81 / 26: the sum over starts, from one source."""
+    from harness.evaluate import _summaries
+    from harness.results.report import write_report
+
+    lines = two_servers()
+    lines[-1] = event(121, "stop", "rollouts done")
+    run = write_run(
+        tmp_path / "run",
+        [record("t1", model="base"), record("t2", model="base", reward=0.0), record("t1", model="ft")],
+    )
+    write_metrics(run, lines)
+    (run / "server_stats.jsonl").write_text(
+        json.dumps({"model": SERVER, "up_s": 21.0, "busy_s": 14.0}) + "\n"
+    )
+    rows, headlines = _summaries(run, ["base", "ft"])
+    assert [(r.server_up_s, r.server_busy_s) for r in rows] == [(81.0, 26.0), (81.0, 26.0)]
+    assert "busy 32% of its 81 s up" in headlines[0]
+    files = write_report(run)
+    assert [(m.server_up_s, m.server_busy_s) for m in files.metrics] == [(81.0, 26.0), (81.0, 26.0)]
+    md = files.markdown.read_text()
+    assert md.count("| 81 s / 26 s |") == 2  # the table, a row per model
+    assert "- server up 81 s, busy 26 s (32%)" in md  # the server section
+    csv = pd.read_csv(files.csv)
+    assert csv[csv["seed"] == "all"][["server_up_s", "server_busy_s"]].values.tolist() == [[81, 26]] * 2
+
+
+def test_server_seconds_without_a_timeline_sum_every_line(tmp_path: Path) -> None:
+    """No timeline (scraping off), two models on two servers: the table says each server's seconds
+    and the server section their sum, from server_stats.jsonl's lines (it took the largest one)."""
+    from harness.results.report import write_report
+
+    run = write_run(tmp_path / "run", [record("t1", model="base"), record("t1", model="ft", reward=0.0)])
+    (run / "server_stats.jsonl").write_text(
+        json.dumps({"model": "base", "up_s": 60.0, "busy_s": 12.0})
+        + "\n"
+        + json.dumps({"model": "ft", "up_s": 21.0, "busy_s": 14.0})
+        + "\n"
+    )
+    md = write_report(run).markdown.read_text()
+    assert "| 60 s / 12 s |" in md and "| 21 s / 14 s |" in md
+    assert "- server up 81 s, busy 26 s;" in md
 
 
 def bar_rectangles(fig: object) -> list[Rectangle]:

@@ -14,6 +14,8 @@ from pydantic import BaseModel, ConfigDict
 from harness.episodes.faults import is_infra_error_name, is_infra_fault
 from harness.episodes.scaffold import Scaffold
 from harness.episodes.sdk import build_agent, build_llm
+from harness.episodes.sdk_log import episode_label
+from harness.episodes.sdk_stuck import StuckReasons, finding_from_stuck
 from harness.episodes.turns_from_events import SdkTurnAssembler
 from harness.monitor import LoopConfig, LoopDetector, LoopFinding, Turn
 from harness.paths import absolute
@@ -100,6 +102,7 @@ def run_sdk_episode(
         api_key=api_key,
         scaffold=scaffold,
         seed=seed,
+        temperature=temperature,
         completions_dir=completions,
     )
     agent = build_agent(scaffold, llm, tool_params=tool_params)
@@ -163,9 +166,11 @@ def run_sdk_episode(
     if timer:
         timer.daemon = True
         timer.start()
+    stuck = StuckReasons()
     try:
-        conv.send_message(instruction)
-        conv.run()
+        with stuck, episode_label("/".join(out_dir.parts[-3:])):
+            conv.send_message(instruction)
+            conv.run()
     except Exception as exc:  # the SDK raises ConversationRunError for model/transport failures
         error_type, error = _root_cause(exc)
         infra = is_infra_fault(exc)
@@ -185,6 +190,13 @@ def run_sdk_episode(
         conv.close()
         kill_session(shell)  # what the agent left running (`server &`) ends with its episode
         store.sync()  # the conversation is on disk before the episode's record is
+    loop = detector.finding
+    if sdk_status == Status.STUCK.value:  # the SDK's own detector stopped it: a loop finding too
+        loop = (
+            loop.model_copy(update={"scaffold_reason": stuck.last or "stuck (no reason logged)"})
+            if loop is not None
+            else finding_from_stuck(turns, stuck.last)
+        )
     broken = sandbox_failure() if sandbox_failure is not None else None
     if broken is not None:
         status: EpisodeStatus = "error"
@@ -209,7 +221,7 @@ def run_sdk_episode(
     return EpisodeOutcome(
         status=status,
         turns=turns,
-        loop=detector.finding,
+        loop=loop,
         sdk_status=sdk_status,
         conversation_dir=conv_dir,
         completions_dir=completions,

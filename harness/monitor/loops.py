@@ -57,6 +57,11 @@ class LoopFinding(BaseModel):
     why: str | None = Field(
         None, description="What matched, in words: what repeated and what the comparison ignored."
     )
+    scaffold_reason: str | None = Field(
+        None,
+        description="The scaffold's own stuck detector's words when it stopped the episode (its "
+        "finding is then located from them), kept beside the monitor's finding when both saw it.",
+    )
 
 
 class LoopConfig(BaseModel):

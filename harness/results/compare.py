@@ -16,6 +16,7 @@ from harness.results.gate import GateResult
 from harness.results.metrics import FORMAT_CATEGORIES, expand_counts, scored
 from harness.results.power import Power, paired_power, paired_spread
 from harness.results.runs import RunData
+from harness.results.seeds import SeedVariation, sampling_temperature, seed_variation
 from harness.results.stats import paired_difference
 
 
@@ -25,6 +26,27 @@ class Flip(BaseModel):
     task_id: str
     a: float
     b: float
+
+
+class OutcomeChange(BaseModel):
+    """A task that did not flip but whose loop or format-error outcome moved: the share of its
+    episodes that looped, and that made a format error, in A and in B."""
+
+    model_config = ConfigDict(frozen=True)
+
+    task_id: str
+    loop_a: float
+    loop_b: float
+    format_a: float
+    format_b: float
+
+    def what(self) -> str:
+        parts = []
+        if self.loop_a != self.loop_b:
+            parts.append(f"loops {100 * self.loop_a:.0f}% -> {100 * self.loop_b:.0f}%")
+        if self.format_a != self.format_b:
+            parts.append(f"format errors {100 * self.format_a:.0f}% -> {100 * self.format_b:.0f}%")
+        return ", ".join(parts) + " of episodes"
 
 
 class RateChange(BaseModel):
@@ -55,6 +77,7 @@ class Comparison(BaseModel):
     test: str
     fixed: list[Flip]  # B better than A on the task
     broken: list[Flip]  # B worse
+    changed: list[OutcomeChange] = []  # not flipped, but the loop or format-error outcome moved
     both_solved: int
     both_failed: int
     loop_rate: RateChange
@@ -176,14 +199,21 @@ def compare(
     ]
     ea = a.episodes[(a.episodes["model"] == ma) & a.episodes["task_id"].isin(common)]
     eb = b.episodes[(b.episodes["model"] == mb) & b.episodes["task_id"].isin(common)]
+    seeds_a, seeds_b = int(ea["seed"].nunique()), int(eb["seed"].nunique())
+    if note := _seeds_note(seeds_a, seeds_b):
+        notes.append(note)
+    va = seed_variation(a.root, ea, sampling_temperature(a.manifest))
+    vb = seed_variation(b.root, eb, sampling_temperature(b.manifest))
+    no_gain, greedy = _seed_gain(va, vb)
+    flipped = {f.task_id for f in (*fixed, *broken)}
     return Comparison(
         a=f"{a.name}:{ma}",
         b=f"{b.name}:{mb}",
         model_a=ma,
         model_b=mb,
         tasks=len(common),
-        seeds_a=int(ea["seed"].nunique()),
-        seeds_b=int(eb["seed"].nunique()),
+        seeds_a=seeds_a,
+        seeds_b=seeds_b,
         rate_a=float(sa.mean()),
         rate_b=float(sb.mean()),
         diff=paired.mean,
@@ -195,6 +225,7 @@ def compare(
         test=paired.test,
         fixed=fixed,
         broken=broken,
+        changed=_outcome_changes(ea, eb, [t for t in common if t not in flipped]),
         both_solved=int(((sa >= 1) & (sb >= 1)).sum()),
         both_failed=int(((sa <= 0) & (sb <= 0)).sum()),
         loop_rate=_change(ea["loop_kind"].notna().mean(), eb["loop_kind"].notna().mean()),
@@ -203,9 +234,64 @@ def compare(
             for k in sorted(set(ea["loop_kind"].dropna()) | set(eb["loop_kind"].dropna()))
         },
         format_errors_per_turn=_format_changes(ea, eb),
-        power=paired_power(paired_spread(da[da["task_id"].isin(common)], db[db["task_id"].isin(common)])),
+        power=paired_power(
+            paired_spread(da[da["task_id"].isin(common)], db[db["task_id"].isin(common)]),
+            no_seed_gain=no_gain,
+            greedy=greedy,
+        ),
         notes=notes,
     )
+
+
+def _seeds_note(seeds_a: int, seeds_b: int) -> str | None:
+    """One sentence when the two sides ran different numbers of seeds: what pairing then means."""
+    if seeds_a == seeds_b:
+        return None
+    more, fewer = ("A", "B") if seeds_a > seeds_b else ("B", "A")
+    n_more, n_fewer = max(seeds_a, seeds_b), min(seeds_a, seeds_b)
+    return (
+        f"A ran {_plural(seeds_a, 'seed')} per task and B {seeds_b}: tasks are paired on their seed-averaged "
+        f"scores, not seed by seed ({more}'s seeds beyond {n_fewer} have no partner), and {fewer}'s task "
+        f"scores rest on {_plural(n_fewer, 'episode')} against {n_more}, so they carry more seed noise, "
+        "which the interval and the power statement include"
+    )
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _seed_gain(va: SeedVariation, vb: SeedVariation) -> tuple[str | None, bool]:
+    """(why more seeds would narrow nothing, greedy and unmeasured) for the power statement."""
+    measured = [v for v in (va, vb) if v.tasks]
+    unmeasured = [v for v in (va, vb) if not v.tasks]
+    if measured and all(v.no_gain() for v in measured) and all(v.greedy for v in unmeasured):
+        return measured[0].no_gain(), False
+    return None, not measured and va.greedy and vb.greedy
+
+
+def _outcome_changes(ea: pd.DataFrame, eb: pd.DataFrame, tasks: list[str]) -> list[OutcomeChange]:
+    """Tasks (not flipped) where the share of episodes that looped or made a format error moved."""
+
+    def shares(frame: pd.DataFrame) -> pd.DataFrame:
+        fmt = frame["format_errors"].map(lambda d: bool(d and sum(d.values())))
+        return (
+            frame.assign(looped=frame["loop_kind"].notna(), formatted=fmt)
+            .groupby("task_id")[["looped", "formatted"]]
+            .mean()
+        )
+
+    sa, sb = shares(ea).to_dict("index"), shares(eb).to_dict("index")
+    out = []
+    for t in tasks:
+        if t not in sa or t not in sb:
+            continue
+        la, lb = float(sa[t]["looped"]), float(sb[t]["looped"])
+        fa, fb = float(sa[t]["formatted"]), float(sb[t]["formatted"])
+        if la != lb or fa != fb:
+            out.append(OutcomeChange(task_id=t, loop_a=la, loop_b=lb, format_a=fa, format_b=fb))
+    # the biggest moves first: a loop rate from 85% to 15% shows its tasks at the top
+    return sorted(out, key=lambda c: -(abs(c.loop_b - c.loop_a) + abs(c.format_b - c.format_a)))
 
 
 def _change(a: float, b: float) -> RateChange:

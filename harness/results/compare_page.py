@@ -1,16 +1,17 @@
-"""`harness compare A B --html`: base vs fine-tuned on one page, the flipped tasks side by side.
+"""`harness compare A B --html`: base vs fine-tuned on one page, the tasks that moved side by side.
 
 The page holds the gate's verdict (when a gate was asked for), the power statement, the paired
-table, and the flip table; each flipped task links to its episodes of A and B in two columns,
-seed by seed, with loop onsets and format errors marked as in the run report. Self-contained:
-one HTML file, no network.
+table, the flip table, and the tasks that did not flip but whose loop or format-error outcome
+moved (a loop rate from 85% to 15% with no flip has its episodes to look at too); each such task
+links to its episodes of A and B in two columns, seed by seed, with loop onsets and format errors
+marked as in the run report. Self-contained: one HTML file, no network.
 """
 
 import html
 from pathlib import Path
 
 from harness.monitor import ToolSchemas
-from harness.results.compare import Comparison, Flip
+from harness.results.compare import Comparison, OutcomeChange
 from harness.results.episode_view import EpisodeView, load_episode
 from harness.results.plots import color_of
 from harness.results.report import _CSS, _turn_html, run_schemas
@@ -24,7 +25,7 @@ _PAGE_CSS = """
 .pair{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:14px;margin:8px 0 24px}
 .side{border-top:5px solid;padding-top:4px;min-width:0}
 .side h4{margin:4px 0}
-.fixed{color:#1e7b34;font-weight:bold}.broken{color:#b02a00;font-weight:bold}
+.fixed{color:#1e7b34;font-weight:bold}.broken{color:#b02a00;font-weight:bold}.changed{color:#b35c00;font-weight:bold}
 """
 
 
@@ -56,16 +57,25 @@ def _side(label: str, color: str, view: EpisodeView | None, seed: int) -> str:
     )
 
 
-def _flip_section(
-    flip: Flip,
-    kind: str,
+# Tasks whose loop or format-error outcome moved, shown side by side; the table lists them all.
+CHANGED_SHOWN = 30
+
+
+def change_anchor(task_id: str) -> str:
+    return "changed-" + "".join(c if c.isalnum() else "-" for c in task_id)
+
+
+def _task_section(
+    task_id: str,
+    anchor: str,
+    title: str,
     c: Comparison,
     a: RunData,
     b: RunData,
     schemas_a: ToolSchemas | None,
     schemas_b: ToolSchemas | None,
 ) -> str:
-    ra, rb = _records(a, c.model_a, flip.task_id), _records(b, c.model_b, flip.task_id)
+    ra, rb = _records(a, c.model_a, task_id), _records(b, c.model_b, task_id)
     rows = []
     for seed in sorted(set(ra) | set(rb)):
         va = load_episode(a.root, ra[seed], schemas_a) if seed in ra else None
@@ -73,10 +83,29 @@ def _flip_section(
         rows.append(
             f'<div class="pair">{_side("A " + c.a, color_of(0), va, seed)}{_side("B " + c.b, color_of(1), vb, seed)}</div>'
         )
-    return (
-        f'<section class="flip" id="{flip_anchor(flip.task_id)}"><h3>{_e(flip.task_id)}: '
-        f'<span class="{kind}">{kind}</span> (A {flip.a:.2f} -> B {flip.b:.2f})</h3>{"".join(rows)}</section>'
+    return f'<section class="flip" id="{anchor}"><h3>{_e(task_id)}: {title}</h3>{"".join(rows)}</section>'
+
+
+def _changed_table(c: Comparison) -> str:
+    if not c.changed:
+        return "<p>No other task's loop or format-error outcome changed.</p>"
+    rows = [
+        f'<tr><td><a href="#{change_anchor(x.task_id)}">{_e(x.task_id)}</a></td>'
+        f"<td>{100 * x.loop_a:.0f}%</td><td>{100 * x.loop_b:.0f}%</td>"
+        f"<td>{100 * x.format_a:.0f}%</td><td>{100 * x.format_b:.0f}%</td></tr>"
+        for x in c.changed
+    ]
+    head = "<tr><th>task</th><th>loops A</th><th>loops B</th><th>format errors A</th><th>format errors B</th></tr>"
+    more = (
+        f"<p><i>The first {CHANGED_SHOWN} of {len(c.changed)} are shown side by side below.</i></p>"
+        if len(c.changed) > CHANGED_SHOWN
+        else ""
     )
+    return f'<table id="changed">{head}{"".join(rows)}</table>{more}'
+
+
+def _changed_title(x: OutcomeChange) -> str:
+    return f'<span class="changed">{_e(x.what())}</span> (resolved the same in A and B)'
 
 
 def _paired_rows(c: Comparison) -> str:
@@ -136,7 +165,23 @@ def write_compare_page(c: Comparison, a: RunData, b: RunData, path: Path) -> Pat
     )
     notes = "".join(f"<li>{_e(n)}</li>" for n in c.notes)
     flips = [("fixed", f) for f in c.fixed] + [("broken", f) for f in c.broken]
-    sections = "".join(_flip_section(f, kind, c, a, b, schemas_a, schemas_b) for kind, f in flips)
+    sections = "".join(
+        _task_section(
+            f.task_id,
+            flip_anchor(f.task_id),
+            f'<span class="{kind}">{kind}</span> (A {f.a:.2f} -> B {f.b:.2f})',
+            c,
+            a,
+            b,
+            schemas_a,
+            schemas_b,
+        )
+        for kind, f in flips
+    )
+    changed = "".join(
+        _task_section(x.task_id, change_anchor(x.task_id), _changed_title(x), c, a, b, schemas_a, schemas_b)
+        for x in c.changed[:CHANGED_SHOWN]
+    )
     legend = (
         f'<p><span style="color:{color_of(0)}">&#9632;</span> A = {_e(c.a)} ({c.seeds_a} seed(s)) &nbsp; '
         f'<span style="color:{color_of(1)}">&#9632;</span> B = {_e(c.b)} ({c.seeds_b} seed(s)); {c.tasks} tasks</p>'
@@ -150,7 +195,9 @@ def write_compare_page(c: Comparison, a: RunData, b: RunData, path: Path) -> Pat
         + f"<h2>Paired by task</h2>{_paired_rows(c)}"
         f"<h2>Tasks that flipped ({len(c.fixed)} fixed, {len(c.broken)} broken; {c.both_solved} solved by both, "
         f"{c.both_failed} failed by both)</h2>{_flip_table(c)}"
-        f"<h2>Flipped tasks, A and B side by side</h2>{sections}</body></html>"
+        f"<h2>Flipped tasks, A and B side by side</h2>{sections}"
+        f"<h2>Loop or format-error outcome changed ({len(c.changed)} tasks that did not flip)</h2>"
+        f"{_changed_table(c)}{changed}</body></html>"
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(page)

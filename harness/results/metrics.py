@@ -15,6 +15,7 @@ from harness.monitor import FormatCategory, LoopKind
 from harness.results._gc import gc_paused
 from harness.results.power import Precision, run_precision, run_spread
 from harness.results.runs import RunData
+from harness.results.seeds import SeedVariation, sampling_temperature, seed_variation
 from harness.results.stats import Estimate, clustered_mean, pass_at_k, pass_hat_k
 from harness.results.timeline import MOSTLY_IDLE
 
@@ -41,6 +42,7 @@ class ModelMetrics(BaseModel):
     tasks: int
     resolve: Estimate | None  # None when nothing can be scored (say why in notes)
     precision: Precision | None = None  # the CI's half-width and what more seeds / tasks would make of it
+    seed_variation: SeedVariation | None = None  # identical seeds per task, between-seed variance
     per_seed_resolve: dict[int, float]
     pass_at_k: dict[int, float]
     pass_hat_k: dict[int, float]
@@ -154,7 +156,17 @@ def _one_model(run: RunData, model: str, seeds: pd.DataFrame) -> ModelMetrics:
     notes += _server_notes(run, model)
     n_seeds = sorted(int(s) for s in frame["seed"].unique())
     at_k, hat_k = _pass_k(done, len(n_seeds)) if resolve else ({}, {})
-    precision = run_precision(run_spread(done), resolve.se) if resolve else None
+    variation = seed_variation(run.root, frame, sampling_temperature(run.manifest))
+    precision = (
+        run_precision(
+            run_spread(done),
+            resolve.se,
+            no_seed_gain=variation.no_gain(),
+            greedy=variation.greedy and not variation.tasks,
+        )
+        if resolve
+        else None
+    )
     fmt = expand_counts(frame, "format_errors")
     turns = int(frame["turns"].sum())
     repairs = expand_counts(frame, "repairs").sum()
@@ -167,6 +179,7 @@ def _one_model(run: RunData, model: str, seeds: pd.DataFrame) -> ModelMetrics:
         tasks=int(frame["task_id"].nunique()),
         resolve=resolve,
         precision=precision,
+        seed_variation=variation,
         per_seed_resolve={
             int(seed): float(rate)
             for seed, rate in zip(seeds["seed"], seeds["resolve_rate"], strict=True)
@@ -248,8 +261,15 @@ def headline(m: ModelMetrics) -> str:
             f"resolved {100 * m.resolve.mean:.1f}% (SE {100 * m.resolve.se:.1f}, 95% CI "
             f"{100 * m.resolve.ci_low:.1f}-{100 * m.resolve.ci_high:.1f}; {m.resolve.clusters} tasks x {seeds})"
         )
+    v = m.seed_variation
+    if v is not None and v.tasks:
+        rate += f"; {v.sentence()}"
     if m.precision is not None:
         rate += f"; {m.precision.sentence()}"
+    elif v is not None and (why := v.no_gain()):  # no CI to project (e.g. every episode scored 0)
+        rate += (
+            f"; {why}, so more seeds buy nothing: more tasks would narrow the CI, or a temperature above 0"
+        )
     loops = f"loops {100 * m.loop_rate:.0f}%"
     fmt_total = sum(m.format_errors_per_turn.values())
     return f"{m.model}: {rate}; {loops}; {fmt_total:.2f} format errors/turn" + (

@@ -7,6 +7,11 @@ With two or more seeds per task the two parts are told apart from the within-tas
 seeds; with one seed they cannot be, so a projection to more seeds is a range: from "all of the
 spread was seed noise" (seeds help as 1/sqrt(S)) to "none of it was" (seeds do not help).
 
+Seeds that cannot vary are said so rather than projected (seeds.py measures it): when every task's
+seeds gave identical episodes, or at temperature 0 scored the same, more seeds buy nothing; with one
+seed at temperature 0 the seed option says they would differ only through the server. Either way
+the statement names what would help: more tasks, or a temperature above 0.
+
 Detectable means: the 95% t interval of the paired difference (the one `harness compare` shows and
 the gate reads) excludes zero. The minimum detectable effect (MDE) at 80% power is the true mean
 difference for which that happens in 80% of runs, from the noncentral t distribution, with the
@@ -174,6 +179,13 @@ def _about(points: str) -> str:
     return text if text.startswith("wider") else f"about {text}"
 
 
+# What the power sentences say when seeds cannot narrow anything (seeds.py measures it).
+_GREEDY_SEEDS = (
+    "more seeds at temperature 0 differ only through the server's nondeterminism and likely buy nothing"
+)
+_VARYING_SEEDS = "for seeds that vary, sample at a temperature above 0"
+
+
 def _seed_options(seeds: int) -> list[int]:
     return [3] if seeds < 3 else [2 * seeds]
 
@@ -192,6 +204,10 @@ class Power(BaseModel):
     mde: float | None
     options: list[PowerOption]
     seeds_known: bool  # False: one seed, so the seed option is a range
+    # Why more seeds would narrow nothing, as measured (seeds.py: identical episodes, or at
+    # temperature 0 the same scores); greedy: temperature 0 with one seed, so unmeasured.
+    no_seed_gain: str | None = None
+    greedy: bool = False
 
     def sentence(self, full: bool = True) -> str:
         """E.g. "with 20 tasks x 1 seed, differences under 26 points are not detectable ...; 3 seeds: 15 to 26 points"."""
@@ -212,20 +228,29 @@ class Power(BaseModel):
                 f"{head}, differences under {_pts(self.mde)} points are not detectable (80% power, 95% CI)"
             )
         parts = [first]
+        if self.no_seed_gain:
+            parts.append(f"{self.no_seed_gain}, so more seeds buy nothing")
         for o in self.options:
-            what = (
-                _plural(o.seeds, "seed")
-                if o.tasks == self.tasks
-                else f"{o.tasks} tasks x {_plural(self.seeds, 'seed')}"
-            )
+            if o.tasks == self.tasks:
+                if self.no_seed_gain:
+                    continue
+                if self.greedy:
+                    parts.append(_GREEDY_SEEDS)
+                    continue
+                what = _plural(o.seeds, "seed")
+            else:
+                what = f"{o.tasks} tasks x {_plural(self.seeds, 'seed')}"
             parts.append(f"{what}: {o.points()} points")
+        if self.no_seed_gain or self.greedy:
+            parts.append(_VARYING_SEEDS)
         text = "; ".join(parts)
-        if not self.seeds_known and full:
+        if not self.seeds_known and full and not self.greedy:
             text += " (one seed cannot tell seed noise from task difficulty: the low end if it is all noise)"
         return text
 
 
-def paired_power(spread: Spread) -> Power:
+def paired_power(spread: Spread, *, no_seed_gain: str | None = None, greedy: bool = False) -> Power:
+    """The MDE of a paired comparison; the flags as in run_precision (both sides' seeds)."""
     sd = math.sqrt(spread.total) if math.isfinite(spread.total) else float("nan")
     mde = detectable_difference(sd, spread.tasks)
     options: list[PowerOption] = []
@@ -255,6 +280,8 @@ def paired_power(spread: Spread) -> Power:
         mde=mde if math.isfinite(mde) else None,
         options=options,
         seeds_known=spread.noise is not None,
+        no_seed_gain=no_seed_gain,
+        greedy=greedy,
     )
 
 
@@ -268,16 +295,27 @@ class Precision(BaseModel):
     half_width: float
     options: list[PowerOption]
     seeds_known: bool
+    no_seed_gain: str | None = None  # see Power
+    greedy: bool = False
 
     def sentence(self) -> str:
         parts = [f"{_plural(self.seeds, 'seed')}: {_pm(_pts(self.half_width))} points"]
+        if self.no_seed_gain:
+            parts.append(f"{self.no_seed_gain}, so more seeds buy nothing")
         for o in self.options:
             if o.tasks == self.tasks:
+                if self.no_seed_gain:
+                    continue
+                if self.greedy:
+                    parts.append(_GREEDY_SEEDS)
+                    continue
                 parts.append(f"with {_plural(o.seeds, 'seed')} {_about(o.points())}")
             else:
                 parts.append(f"with {o.tasks} tasks {_about(o.points())}")
+        if self.no_seed_gain or self.greedy:
+            parts.append(_VARYING_SEEDS)
         text = "; ".join(parts)
-        if not self.seeds_known:
+        if not self.seeds_known and not self.greedy:
             text += " (the low end if the spread is seed noise)"
         return text
 
@@ -286,8 +324,13 @@ def _half(se: float, n: int) -> float:
     return float(stats.t.ppf(0.5 + _CONFIDENCE / 2, n - 1)) * se
 
 
-def run_precision(spread: Spread, se: float) -> Precision | None:
-    """Projections of a run's CI (se: its clustered standard error, at today's tasks and seeds)."""
+def run_precision(
+    spread: Spread, se: float, *, no_seed_gain: str | None = None, greedy: bool = False
+) -> Precision | None:
+    """Projections of a run's CI (se: its clustered standard error, at today's tasks and seeds).
+
+    no_seed_gain: why more seeds would narrow nothing (SeedVariation.no_gain); greedy: temperature 0
+    and one seed. Either way more seeds are not offered as a way to narrow the CI."""
     n = spread.tasks
     if n < 2 or not math.isfinite(se) or se <= 0 or not spread.total > 0:
         return None
@@ -310,4 +353,6 @@ def run_precision(spread: Spread, se: float) -> Precision | None:
         half_width=_half(se, n),
         options=options,
         seeds_known=spread.noise is not None,
+        no_seed_gain=no_seed_gain,
+        greedy=greedy,
     )

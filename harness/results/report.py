@@ -121,6 +121,10 @@ def metrics_table(metrics: list[ModelMetrics], seeds: pd.DataFrame) -> pd.DataFr
             "server_up_s": m.server_up_s,
             "server_busy_s": m.server_busy_s,
         }
+        if (v := m.seed_variation) is not None and v.tasks:
+            row["seed_tasks"] = len(v.tasks)
+            row["seed_identical_tasks"] = v.identical_tasks
+            row["seed_score_variance"] = v.score_variance
         row.update({f"pass@{k}": v for k, v in m.pass_at_k.items()})
         row.update({f"pass^{k}": v for k, v in m.pass_hat_k.items()})
         summary.append(row)
@@ -215,15 +219,52 @@ def _seed_rows(seeds: pd.DataFrame) -> list[list[str]]:
 
 
 _SEED_HEAD = ["model", "seed", "episodes", "resolved", "rate", "loops", "errors", "mean turns"]
+_SEEDS_SHOWN = 200  # per-task rows of the seeds table; the counts above it cover every task
+
+
+def _seed_lines(metrics: list[ModelMetrics]) -> list[str]:
+    """What the seeds varied, per model: identical trajectories and the between-seed variance."""
+    out = []
+    for m in metrics:
+        v = m.seed_variation
+        if v is None:
+            continue
+        line = f"{m.model}: {v.sentence()}"
+        if why := v.no_gain():
+            line += f"; {why}, so more seeds buy nothing: more tasks would narrow the CI, or a temperature above 0"
+        elif v.greedy and v.tasks:
+            line += " (temperature 0: seeds differ only through the server's nondeterminism)"
+        out.append(line)
+    return out
+
+
+_TASK_SEEDS_HEAD = ["model", "task", "seeds", "identical", "distinct trajectories", "scores"]
+
+
+def _task_seed_rows(metrics: list[ModelMetrics]) -> list[list[str]]:
+    rows = []
+    for m in metrics:
+        for t in (m.seed_variation.tasks if m.seed_variation else [])[:_SEEDS_SHOWN]:
+            rows.append(
+                [
+                    m.model,
+                    t.task_id,
+                    str(t.seeds),
+                    f"{t.identical} of {t.seeds}" if t.distinct is not None else "unknown",
+                    "-" if t.distinct is None else str(t.distinct),
+                    " ".join("-" if x is None else f"{x:g}" for x in t.scores),
+                ]
+            )
+    return rows
 
 
 def _server_lines(run: RunData, gpu_price: float | None) -> list[str]:
     """The server's summary (up, busy, GPU-hours, cost, preemptions) and what its headline says."""
     t = run.timeline
     if t is None:
-        if run.server.empty:
+        if run.server_total is None:
             return []
-        up, busy = float(run.server["up_s"].max()), float(run.server["busy_s"].max())
+        up, busy = run.server_total
         cost = f" = {gpu_price * up / 3600:.2f} at {gpu_price:g}/hour" if gpu_price is not None else ""
         return [
             f"server up {up:.0f} s, busy {busy:.0f} s; {up / 3600:.3f} GPU-hours{cost} "
@@ -248,6 +289,10 @@ def _markdown(
     parts += [f"- {m.model}: {m.precision.sentence()}" for m in metrics if m.precision]
     if server:
         parts += ["", "## Server", "", *(f"- {line}" for line in server)]
+    if seeds_lines := _seed_lines(metrics):
+        parts += ["", "## Seeds", "", *(f"- {line}" for line in seeds_lines)]
+        if task_rows := _task_seed_rows(metrics):
+            parts += ["", _md_table(_TASK_SEEDS_HEAD, task_rows)]
     parts.append("")
     parts += ["## Per seed", "", _md_table(_SEED_HEAD, _seed_rows(seeds)), ""]
     parts += ["## Plots", "", *(f"![{k}]({p.name})" for k, p in plots.items()), ""]
@@ -413,6 +458,15 @@ def _episode_rows(records: list[EpisodeRecord]) -> str:
     return f'<table id="episodes"><tr>{head}</tr>{"".join(rows)}</table>'
 
 
+def _seeds_html(metrics: list[ModelMetrics]) -> str:
+    lines = _seed_lines(metrics)
+    if not lines:
+        return ""
+    rows = _task_seed_rows(metrics)
+    table = _html_table(_TASK_SEEDS_HEAD, rows, "task-seeds") if rows else ""
+    return f'<h2>Seeds</h2><ul id="seeds">{"".join(f"<li>{_e(x)}</li>" for x in lines)}</ul>{table}'
+
+
 def _html(
     run: RunData,
     metrics: list[ModelMetrics],
@@ -442,6 +496,7 @@ def _html(
             if server
             else ""
         )
+        + _seeds_html(metrics)
         + f"<h2>Per seed</h2>{_html_table(_SEED_HEAD, _seed_rows(seeds))}"
         f'<h2>Plots</h2><div class="plots">{"".join(_img(k, p) for k, p in plots.items())}</div>'
         f"<h2>Episodes</h2><div>{_filters(run.episodes)}</div>{_episode_rows(run.records())}"

@@ -31,11 +31,14 @@ class RunData:
     root: Path
     manifest: dict[str, Any]
     episodes: pd.DataFrame
-    server: pd.DataFrame
+    server: pd.DataFrame  # seconds up and busy per model over every start (_server_seconds): one source
     latest: list[EpisodeRecord] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     timeline: Timeline | None = None  # the server's /metrics samples (server_metrics.jsonl), if any
     selected: str | None = None  # "3 of 20 tasks (--task csv-*)" when --task / --limit narrowed the run
+    # (up, busy) seconds of every server start of the run, from the same source as ``server``;
+    # None when no server was recorded (--base-url).
+    server_total: tuple[float, float] | None = None
 
     @property
     def name(self) -> str:
@@ -98,14 +101,17 @@ def load_run(path: Path, selection: TaskSelection | None = None) -> RunData:
             raise HarnessError(f"{root}: no episode of the selected {selected} is recorded yet")
     latest, frame = _latest(records)
     _check_complete(frame, latest, manifest, warnings)
+    timeline = load_timeline(root)
+    server, total = _server_seconds(timeline, root, warnings)
     return RunData(
         latest=latest,
         root=root,
         manifest=manifest,
         episodes=frame,
-        server=_server_stats(root, warnings),
+        server=server,
         warnings=warnings,
-        timeline=load_timeline(root),
+        timeline=timeline,
+        server_total=total,
         selected=selected,
     )
 
@@ -229,9 +235,41 @@ def _check_complete(
             )
 
 
-def _server_stats(root: Path, warnings: list[str]) -> pd.DataFrame:
-    """Server seconds up and busy per model; a shared server (base + LoRA) counts for each of its models."""
+_SERVER_COLUMNS = ["model", "up_s", "busy_s"]
+
+
+def _server_seconds(
+    timeline: Timeline | None, root: Path, warnings: list[str]
+) -> tuple[pd.DataFrame, tuple[float, float] | None]:
+    """Server seconds up and busy per model over every start of the run, and the run's total.
+
+    One source, so that the eval summary, the report's table, its server section and the headline
+    say the same: the timeline (server_metrics.jsonl: a segment per start, its stop written even
+    when the run was stopped, its busy seconds from its own samples) for every model it covers;
+    server_stats.jsonl (a line per server per eval invocation) only for models it does not cover
+    (scraping off, Ray replicas). A shared server (base + LoRA) counts for each of its models.
+    """
+    stats, stats_total = _server_stats(root, warnings)
+    if timeline is None:
+        return stats, stats_total
+    rows = [
+        {"model": m, "up_s": seg.up_s, "busy_s": seg.busy_s}
+        for seg in timeline.segments
+        for m in seg.server.split("+")
+    ]
+    covered = timeline.models()
+    frame = pd.concat(
+        [pd.DataFrame(rows, columns=_SERVER_COLUMNS), stats[~stats["model"].isin(covered)]],
+        ignore_index=True,
+    )
+    per_model = frame.groupby("model", as_index=False)[["up_s", "busy_s"]].sum()
+    return per_model, (timeline.up_s, timeline.busy_s)
+
+
+def _server_stats(root: Path, warnings: list[str]) -> tuple[pd.DataFrame, tuple[float, float] | None]:
+    """server_stats.jsonl per model, and summed over its lines (each one server's seconds)."""
     rows: list[dict[str, Any]] = []
+    total: tuple[float, float] | None = None
     path = root / "server_stats.jsonl"
     if path.exists():
         for lineno, line in run_lines(path):
@@ -239,13 +277,13 @@ def _server_stats(root: Path, warnings: list[str]) -> pd.DataFrame:
                 continue
             try:
                 d = orjson.loads(line or b"")
-                rows.extend(
-                    {"model": m, "up_s": float(d["up_s"]), "busy_s": float(d["busy_s"])}
-                    for m in d["model"].split("+")
-                )
+                up, busy = float(d["up_s"]), float(d["busy_s"])
+                rows.extend({"model": m, "up_s": up, "busy_s": busy} for m in d["model"].split("+"))
             except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
                 warnings.append(
                     f"{path}: line {lineno} is not a server record; server seconds are incomplete"
                 )
-    frame = pd.DataFrame(rows, columns=["model", "up_s", "busy_s"])
-    return frame.groupby("model", as_index=False)[["up_s", "busy_s"]].sum()
+                continue
+            total = (up, busy) if total is None else (total[0] + up, total[1] + busy)
+    frame = pd.DataFrame(rows, columns=_SERVER_COLUMNS)
+    return frame.groupby("model", as_index=False)[["up_s", "busy_s"]].sum(), total

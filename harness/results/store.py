@@ -1,13 +1,14 @@
 """The run store: one directory per run, append-only and resumable.
 
 results/<run>/
-  run.json                 what was asked (models, tasks, seeds, scaffold snapshot hash)
+  run.json                 what was asked (models, tasks, seeds, scaffold snapshot hash, sampling sent)
   episodes.jsonl           one EpisodeRecord per line, appended (and fsynced) when an episode ends;
                            verification appends the same key again with the reward: the last line
                            for a (model, task, seed) is authoritative
   trajectories/<model>/<task>/seed<N>.jsonl   Turn records
   episodes/<model>/<task>/seed<N>/            workspace, SDK conversation, raw completions
   server.log
+  harness.log              the OpenHands SDK's warnings and errors, each naming its episode
 """
 
 import json
@@ -81,6 +82,9 @@ class RunManifest(BaseModel):
     scaffold: str
     scaffold_hash: str
     runtime: str = "local"
+    # The sampling parameters every request of the run sends (temperature, top_p, max_output_tokens;
+    # the seed is the episode's) and where they came from: a resumed run must send the same.
+    sampling: dict[str, Any] | None = None
 
 
 class RunStore:
@@ -108,8 +112,10 @@ class RunStore:
                     raise HarnessError(
                         f"{self.root}: this run was made with a different {key}; use another --run-dir to start a new run"
                     )
+            _check_same_sampling(self.root, old.get("sampling"), new.get("sampling"))
             merged = {
                 **old,
+                **({"sampling": new["sampling"]} if new.get("sampling") and not old.get("sampling") else {}),
                 "models": sorted(set(old.get("models", [])) | set(manifest.models)),
                 "seeds": sorted(set(old.get("seeds", [])) | set(manifest.seeds)),
             }
@@ -155,6 +161,22 @@ class RunStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("".join(t.model_dump_json() + "\n" for t in turns))
         return str(path.relative_to(self.root))
+
+
+_SAMPLED = ("temperature", "top_p", "max_output_tokens")
+
+
+def _check_same_sampling(root: Path, old: Any, new: Any) -> None:
+    """Episodes sampled two ways in one run would be averaged as one experiment: refuse."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return  # a run made before sampling was recorded: it is recorded from now on
+    for key in _SAMPLED:
+        if old.get(key) != new.get(key):
+            flag = "--temperature" if key == "temperature" else f"the scaffold's {key}"
+            raise HarnessError(
+                f"{root}: this run sampled with {key} {old.get(key)}, this command with {new.get(key)} "
+                f"({flag}); use another --run-dir to start a new run"
+            )
 
 
 def _safe(name: str) -> str:

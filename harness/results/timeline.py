@@ -190,8 +190,9 @@ def _segments(
     ready: float | None = None
     for e in events:
         if e.event == "start":
-            if open_start is not None:  # a start without its stop (harness killed): it ran until here
-                out.append(_segment(frame, rates, open_start, ready, None, "not recorded", t0, e.t))
+            if open_start is not None:  # a start without its stop (harness killed): until its last sample
+                end = _last_sample(frame, open_start, e.t, t0)
+                out.append(_segment(frame, rates, open_start, ready, None, "not recorded", t0, end))
             open_start, ready = e, None
         elif e.event == "ready" and open_start is not None:
             ready = e.t
@@ -199,11 +200,19 @@ def _segments(
             out.append(_segment(frame, rates, open_start, ready, e.t, e.note, t0, e.t))
             open_start, ready = None, None
     if open_start is not None:
-        last = float(frame["t"].max()) + t0 if len(frame) else open_start.t
+        last = _last_sample(frame, open_start, float("inf"), t0)
         out.append(
             _segment(frame, rates, open_start, ready, None, "not recorded (run interrupted?)", t0, last)
         )
     return out
+
+
+def _last_sample(frame: pd.DataFrame, start: ServerEvent, before: float, t0: float) -> float:
+    """When a server whose stop was not recorded was last seen up: its last sample before the next
+    start (a killed run's server dies with it; the time until the run is resumed is not its up time)."""
+    t = frame["t"]
+    mine = t[(t >= start.t - t0) & (t < before - t0) & (frame["server"] == start.server)]
+    return float(mine.max()) + t0 if len(mine) else start.t
 
 
 def _segment(

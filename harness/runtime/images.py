@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from harness.errors import HarnessError
 from harness.paths import cache_dir
-from harness.progress import console
+from harness.progress import console, spinner
 from harness.runtime.build_network import RESOLV_CONF, attach, isolated
 from harness.runtime.build_network import TOOLS as NETWORK_TOOLS
 
@@ -211,7 +211,7 @@ def ensure_sandbox_image(client: "docker.DockerClient", *, force: bool = False) 
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            with console.status(f"Waiting for another harness process building {ref}"):
+            with spinner(f"Waiting for another harness process building {ref}"):
                 fcntl.flock(lock, fcntl.LOCK_EX)
             if _has_image(client, ref):
                 return ref
@@ -309,7 +309,7 @@ def _run(
     # Its own process group: on Ctrl-C or SIGTERM the whole step (chroot -> sh -> pip) is killed
     # before the mounts are undone and the root filesystem removed.
     with (
-        console.status(what) as spinner,
+        spinner(what) as spin,
         subprocess.Popen(
             argv,
             stdout=subprocess.PIPE,
@@ -327,7 +327,7 @@ def _run(
                 log.write(line)
                 if line.strip():
                     tail = [*tail[-3:], line.strip()]
-                    spinner.update(f"{what} [dim]{_short(line.strip())}[/]")
+                    spin.update(f"{what} [dim]{_short(line.strip())}[/]")
         except BaseException:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -418,7 +418,7 @@ def _import(client: "docker.DockerClient", rootfs: Path, repository: str, tag: s
     start = time.monotonic()
     cmd = ["tar", "--numeric-owner", "--xattrs", "-C", str(rootfs), "-cf", "-", "."]
     with (
-        console.status(what),
+        spinner(what),
         subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as tar,
     ):
         try:

@@ -24,10 +24,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harness.errors import HarnessError
-from harness.progress import console
+from harness.progress import progress_bar
 from harness.tasks import Task
 from harness.tasks.identifiers import is_image_reference
 
@@ -234,9 +233,7 @@ def resolve_task_images(
     out: dict[str, str | TaskImageError] = {}
     if not todo:
         return out
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console) as progress:
-        bar = progress.add_task("task images", total=len(todo))
+    with progress_bar("task images", len(todo)) as bar:  # in a log: a line at intervals
         for task in todo:
             try:
                 out[task.id] = build_task_image(client, task, image_map)
@@ -245,11 +242,8 @@ def resolve_task_images(
                     what = task.image.ref or task.image.dockerfile if task.image else None
                     exc = TaskImageError(f"{task.path}: no image for {what}: {type(exc).__name__}: {exc}")
                 out[task.id] = exc
-                progress.console.print(
-                    f"  [red]{task.id}[/]: no image (its episodes will error): {escape(str(exc))}",
-                    highlight=False,
-                )
-            progress.advance(bar)
+                bar.print(f"  [red]{task.id}[/]: no image (its episodes will error): {escape(str(exc))}")
+            bar.advance()
     return out
 
 

@@ -19,7 +19,7 @@ import psutil
 
 from harness.errors import HarnessError, ServerCrashed, ServerStartError
 from harness.paths import absolute
-from harness.progress import console
+from harness.progress import console, spinner
 from harness.server.checkpoint import Checkpoint, inspect_checkpoint
 from harness.server.config import ServerConfig
 from harness.server.diagnose import diagnose, last_exception, log_tail
@@ -290,7 +290,7 @@ class VLLMServer:
         name = self.checkpoint.request_model
         # A slow spinner: on a 2-core box every redraw competes with vLLM's own start-up.
         with (
-            console.status(f"Starting vLLM for {name}", refresh_per_second=2) as spin,
+            spinner(f"Starting vLLM for {name}", refresh_per_second=2) as spin,
             httpx.Client(timeout=2.0) as http,
         ):
             while True:
