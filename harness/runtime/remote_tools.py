@@ -110,7 +110,7 @@ class ToolClient:
     def call(self, tool: str, action: dict[str, Any]) -> dict[str, Any]:
         try:
             return self._call(tool, action)
-        except (SandboxLost, SandboxLimit) as exc:
+        except (SandboxLost, SandboxLimit, SandboxDestroyed) as exc:
             # The SDK turns a tool's exception into an error the agent reads and goes on; the
             # episode runner looks at ``failure`` after each event and ends the episode instead.
             self.failure = self.failure or exc

@@ -287,23 +287,22 @@ class Supervisor:
 
     def __init__(self, worker: Worker, workdir: str) -> None:
         self.worker, self.workdir = worker, workdir
-        self._fresh_deaths = 0  # workers killed before they were ready, in a row
 
     def _restart(self) -> dict[str, Any] | None:
         """A fresh worker, ready; None, or the reply that ends the sandbox when none comes up."""
+        deaths = 0  # fresh workers killed before they were ready, in a row
         while True:
             self.worker.start()
             if self.worker.ready():
-                self._fresh_deaths = 0
                 return None
             code = self.worker.reap()
-            self._fresh_deaths += 1
+            deaths += 1
             if code >= 0:  # it failed on its own: not the agent's doing
                 return {"lost": f"the tools' process could not be restarted (exit code {code})"}
-            if self._fresh_deaths > _RESTARTS:
+            if deaths > _RESTARTS:
                 return {
                     "destroyed": f"the agent's processes killed every new shell before it was up "
-                    f"({self._fresh_deaths} in a row, the last by {_killed(code)}): the sandbox's tools are gone"
+                    f"({deaths} in a row, the last by {_killed(code)}): the sandbox's tools are gone"
                 }
 
     def handle(self, raw: bytes) -> dict[str, Any] | bytes:
