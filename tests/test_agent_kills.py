@@ -14,7 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_runtime_container import FINISH, SMOKE, containers_of, evaluate, image_task, observations, terminal
+from tests.test_runtime_container import (
+    FINISH,
+    SMOKE,
+    containers_of,
+    evaluate,
+    image_task,
+    observations,
+    terminal,
+)
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -52,7 +60,9 @@ def test_killing_everything_it_can_costs_the_agent_its_shell_not_its_episode(
     assert containers_of(client, run) == []
 
 
-def test_an_agent_that_kills_every_new_shell_ends_its_episode_as_its_own_outcome(client, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_an_agent_that_kills_every_new_shell_ends_its_episode_as_its_own_outcome(
+    client, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     run = tmp_path / "run"
     loop = "nohup sh -c 'while :; do pkill -9 -f tool[s]erver; sleep 0.05; done' >/dev/null 2>&1 &"
     script = [terminal(loop), terminal("sleep 1; ls"), terminal("ls"), terminal("ls"), FINISH]
