@@ -31,12 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import psutil
-
 from harness.progress import console
 from harness.runtime.base import ContainerLimits
 from harness.runtime.container_files import export_dir, extract_tar, put_dir, stage_name
 from harness.runtime.images import AGENT_PYTHON, ensure_sandbox_image
+from harness.runtime.owner import owner_labels, owner_state
 from harness.runtime.task_images import TaskImageError, build_task_image, image_workdir, resolve_task_images
 from harness.runtime.warm import WarmPool
 from harness.tasks import Task, VerifyResult, prepare_workspace
@@ -52,7 +51,6 @@ if TYPE_CHECKING:
 
 LABEL = "harness.episode"  # value: the episode key; every harness container has it
 LABEL_RUN = "harness.run"  # a hash of the run directory's path
-LABEL_PID = "harness.pid"  # the harness process that made it: dead -> the container is an orphan
 LABEL_IPC = "harness.ipc"  # its tool server's directory under IPC_ROOT (a warm container is renamed)
 WARM = "warm"  # LABEL of a container started ahead of the episode that will take it (warm.py)
 IPC_ROOT = Path(tempfile.gettempdir()) / "harness-ipc"  # short: a unix socket path holds 108 bytes
@@ -466,20 +464,35 @@ class ContainerRuntime:
         return self._users.get(task.id, AGENT_USER)
 
     def remove_orphans(self, keep: frozenset[str] = frozenset()) -> int:
-        removed = 0
+        """What harness processes that have ended left behind (owner.py): this run's containers
+        removed, except ``keep``'s; another run's stopped, not removed (that run's next eval
+        verifies in them or removes them), except those never handed to an episode. A container
+        whose owner is alive (any run, this process's included) or cannot be judged (another
+        machine or PID namespace) is never touched. The number removed."""
+        removed = stopped = 0
         kept = {container_name(self._run, key) for key in keep}  # by name: a warm one was renamed
         for c in self.client.containers.list(all=True, filters={"label": LABEL}):
             labels = c.labels or {}
-            pid = int(labels.get(LABEL_PID, "0") or 0)
-            if pid and pid != os.getpid() and psutil.pid_exists(pid):
-                continue  # a live harness process's container (another run in progress)
+            if owner_state(labels) != "gone":
+                continue
             if labels.get(LABEL_RUN) == self._run and c.name in kept:
+                continue
+            if labels.get(LABEL_RUN) != self._run and f"-{WARM}-" not in c.name:
+                if c.status == "running":  # its processes end; its files stay for its run
+                    with contextlib.suppress(Exception):
+                        c.stop(timeout=0)
+                        stopped += 1
                 continue
             with contextlib.suppress(Exception):
                 c.remove(force=True)
                 removed += 1
         if removed:
             console.print(f"removed {removed} container(s) that a stopped harness run left behind")
+        if stopped:
+            console.print(
+                f"stopped {stopped} container(s) that other stopped harness runs left running (kept for "
+                "their runs: the next harness eval of each verifies in them or removes them)"
+            )
         if IPC_ROOT.is_dir():
             live = {
                 (c.labels or {}).get(LABEL_IPC) or c.name
@@ -511,7 +524,7 @@ class ContainerRuntime:
             labels={
                 LABEL: key,
                 LABEL_RUN: self._run,
-                LABEL_PID: str(os.getpid()),
+                **owner_labels(),  # the process that made it: cleanup never touches a live one's
                 **({LABEL_IPC: ipc_dir.name} if ipc_dir else {}),
             },
             working_dir="/",
