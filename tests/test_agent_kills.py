@@ -107,3 +107,27 @@ def test_a_root_agent_that_kills_its_tool_server_is_scored_as_the_model_s_outcom
     again, requests = evaluate([FINISH], run, tasks=str(suite))
     assert again["as-root"]["status"] == "error" and requests == []
     assert containers_of(client, run) == []
+
+
+def test_a_local_agent_s_kills_reach_only_its_own_shell(tmp_path: Path) -> None:
+    """The local runtime: the agent's shell runs in a PID namespace of its own (procs.py), so
+    `pkill -9 python` and `kill -9 -1` there reach neither this harness (the test process runs
+    the eval) nor any other process of the user's. The kills are sent only from inside such a
+    namespace (the shell is its process 1): an unconfined shell would end every process of this
+    user, so on the old code this test fails on that check instead of killing the machine."""
+    import subprocess
+
+    from tests.test_eval_replay import evaluate as evaluate_local
+
+    bystander = subprocess.Popen(["sleep", "600"])  # a process of this user, outside the episode
+    try:
+        run = tmp_path / "run"
+        guarded = 'echo "pid=$$"; if [ "$$" = 1 ]; then pkill -9 python; kill -9 -1; echo survived; fi'
+        records = evaluate_local([terminal(guarded), *SMOKE["hello-file"]], run, tasks=HELLO)
+        assert bystander.poll() is None  # untouched
+    finally:
+        bystander.kill()
+        bystander.wait()
+    obs = observations(run, "hello-file")
+    assert "pid=1\n" in obs[0].replace("\r", "") and "survived" in obs[0], obs[0]
+    assert [(r["status"], r["reward"]) for r in records][-1] == ("resolved", 1.0)
