@@ -2,13 +2,23 @@
 containers on the real engine, labelled as harness processes label them, and the cleanup that
 every `harness eval` and `harness tasks verify` runs at start (ContainerRuntime.prepare)."""
 
+import contextlib
+import shutil
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from harness.runtime.container import LABEL, LABEL_RUN, WARM, ContainerRuntime, container_name, run_label
+from harness.runtime.container import (
+    IPC_ROOT,
+    LABEL,
+    LABEL_RUN,
+    WARM,
+    ContainerRuntime,
+    container_name,
+    run_label,
+)
 from harness.runtime.owner import LABEL_HOST, LABEL_PID, LABEL_STARTED, owner_labels, started_at
 from harness.tasks import load_tasks
 from tests.test_runtime_container import containers_of
@@ -86,8 +96,15 @@ def test_cleanup_removes_only_what_ended_owners_left_and_never_a_live_owner_s(cl
             container_name(run_label(mine), "scripted/t/seed1")
         )
         names["dead-mine-kept"] = container_name(run_label(mine), "scripted/t/seed1")
+        # Tool-server directories without a container: another run's that is about to start one
+        # (made a moment ago), and one this run left.
+        pending = IPC_ROOT / f"harness-{run_label(other)}-pending"
+        left = IPC_ROOT / f"harness-{run_label(mine)}-left"
+        for d in (pending, left):
+            d.mkdir(parents=True)
         task = next(t for t in load_tasks("smoke") if t.id == "fix-add")
         runtime.prepare(mine, [task], keep=frozenset({"scripted/t/seed1"}))
+        assert pending.is_dir() and not left.exists()
         states = {key: _state(client, name) for key, name in names.items()}
         assert states == {
             "this-process": "running",
@@ -102,8 +119,9 @@ def test_cleanup_removes_only_what_ended_owners_left_and_never_a_live_owner_s(cl
     finally:
         live.kill()
         live.wait()
+        shutil.rmtree(IPC_ROOT / f"harness-{run_label(other)}-pending", ignore_errors=True)
         for name in names.values():
-            if _state(client, name) != "removed":
+            with contextlib.suppress(Exception):  # gone already
                 client.containers.get(name).remove(force=True)
 
 

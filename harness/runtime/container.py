@@ -379,6 +379,16 @@ class _Warm:
     user: str
 
 
+_IPC_STALE_S = 3600.0  # a tool server's directory without a container this long is no run's
+
+
+def _older(path: Path, seconds: float) -> bool:
+    try:
+        return time.time() - path.stat().st_mtime > seconds
+    except OSError:
+        return False
+
+
 def _new_ipc_dir(name: str) -> Path:
     """The (empty) directory a container's tool server shares with the host: this user's, so the
     agent reads the tool server's files there but cannot change them (its socket is made by the
@@ -471,7 +481,7 @@ class ContainerRuntime:
         machine or PID namespace) is never touched. The number removed."""
         removed = stopped = 0
         kept = {container_name(self._run, key) for key in keep}  # by name: a warm one was renamed
-        for c in self.client.containers.list(all=True, filters={"label": LABEL}):
+        for c in self.client.containers.list(all=True, filters={"label": LABEL}, ignore_removed=True):
             labels = c.labels or {}
             if owner_state(labels) != "gone":
                 continue
@@ -496,10 +506,14 @@ class ContainerRuntime:
         if IPC_ROOT.is_dir():
             live = {
                 (c.labels or {}).get(LABEL_IPC) or c.name
-                for c in self.client.containers.list(all=True, filters={"label": LABEL})
+                for c in self.client.containers.list(all=True, filters={"label": LABEL}, ignore_removed=True)
             }
             for d in IPC_ROOT.iterdir():
-                if d.name not in live:
+                # Without a container: this run's, or old. Another run may be between making a
+                # directory and the container that mounts it right now.
+                if d.name not in live and (
+                    d.name.startswith(f"harness-{self._run}-") or _older(d, _IPC_STALE_S)
+                ):
                     shutil.rmtree(d, ignore_errors=True)
         return removed
 
