@@ -10,7 +10,8 @@ re-parented to it instead of init, whatever session it is in. When the command e
 process gets SIGTERM: a time limit, a stopped run), every process left below it is killed and
 reaped, then it exits as the command did (its exit code, or the signal that killed it).
 
-Standard library only and started with ``-I -S`` (~15 ms): it runs once per test script. Where
+Standard library only and started with ``-I -S``: it runs once per test script (~25 ms of CPU
+more than starting the script directly; /proc is read only when something was left). Where
 ``prctl`` is missing (not Linux) the command runs as it would without it.
 """
 
@@ -60,6 +61,10 @@ def end_all() -> None:
     """Kill every process below this one and reap them, until none is left (a process that
     forks while it is being killed leaves an orphan, which comes back to us: the next round)."""
     me = os.getpid()
+    try:
+        os.waitpid(-1, os.WNOHANG)
+    except ChildProcessError:
+        return  # nothing left, the usual case: no look through /proc at all
     while True:
         for pid in _below(me):
             with contextlib.suppress(ProcessLookupError, PermissionError):
