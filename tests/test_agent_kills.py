@@ -119,6 +119,9 @@ def test_a_local_agent_s_kills_reach_only_its_own_shell(tmp_path: Path) -> None:
 
     from tests.test_eval_replay import evaluate as evaluate_local
 
+    from harness.runtime.procs import own_pid_namespace
+
+    assert own_pid_namespace(), "this machine allows no PID namespace (unshare, user namespaces)"
     bystander = subprocess.Popen(["sleep", "600"])  # a process of this user, outside the episode
     try:
         run = tmp_path / "run"
