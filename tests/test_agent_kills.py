@@ -117,9 +117,8 @@ def test_a_local_agent_s_kills_reach_only_its_own_shell(tmp_path: Path) -> None:
     user, so on the old code this test fails on that check instead of killing the machine."""
     import subprocess
 
-    from tests.test_eval_replay import evaluate as evaluate_local
-
     from harness.runtime.procs import own_pid_namespace
+    from tests.test_eval_replay import evaluate as evaluate_local
 
     assert own_pid_namespace(), "this machine allows no PID namespace (unshare, user namespaces)"
     bystander = subprocess.Popen(["sleep", "600"])  # a process of this user, outside the episode
