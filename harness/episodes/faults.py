@@ -3,7 +3,11 @@
 An episode that failed because the server died or answered 5xx, the connection dropped, the disk
 filled up or the container vanished says nothing about the model: it is recorded as
 ``infra_error``, retried, and never scored. What the model caused (a 400 for a context overflow,
-malformed output, max iterations, a loop, a sandbox limit its commands hit) stays an outcome.
+malformed output, max iterations, a loop, a sandbox limit its commands hit, a sandbox its commands
+destroyed) stays an outcome. Which of the two a lost sandbox is, the runtime decides by cause
+before it raises (ContainerSandbox.loss): ``SandboxLost`` (gone, stopped from outside, the tool
+server failing on its own) is listed here; ``SandboxLimit`` and ``SandboxDestroyed`` (the agent
+killed its own tools) are not.
 """
 
 import errno

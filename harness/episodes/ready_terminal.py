@@ -36,14 +36,17 @@ class ReadyTerminal(SubprocessTerminal):
     prompt (the SDK's terminal can: its first command, sent at once, may read an empty screen).
     """
 
-    def __init__(self, work_dir: str, history_file: str | None = None) -> None:
-        """``history_file``: where bash keeps the agent's command history (None: nowhere)."""
+    def __init__(self, work_dir: str, history_file: str | None = None, confine: tuple[str, ...] = ()) -> None:
+        """``history_file``: where bash keeps the agent's command history (None: nowhere);
+        ``confine``: a command that bash runs under (a PID namespace of its own, procs.py)."""
         # Absolute: bash starts in the workspace, where a relative path (a relative run
         # directory's) names nothing; the no-rc wrapper was not found and every command hung.
         history_file = os.path.abspath(history_file) if history_file else None
         # HISTFILE from the start, so that bash never reads the user's history in
         super().__init__(
-            work_dir, env={"HISTFILE": history_file or os.devnull}, shell_path=_bash_without_rc(history_file)
+            work_dir,
+            env={"HISTFILE": history_file or os.devnull},
+            shell_path=_bash_without_rc(history_file, confine),
         )
         self._history_file = history_file
         self._ready = threading.Event()
@@ -121,7 +124,11 @@ class ReadyTerminalExecutor(TerminalExecutor):
     """
 
     def __init__(
-        self, working_dir: str, full_output_save_dir: str | None = None, history_file: str | None = None
+        self,
+        working_dir: str,
+        full_output_save_dir: str | None = None,
+        history_file: str | None = None,
+        confine: tuple[str, ...] = (),
     ) -> None:
         self.shell_path = None
         self._working_dir = working_dir
@@ -135,11 +142,11 @@ class ReadyTerminalExecutor(TerminalExecutor):
         self._sessions = {}
         self._sessions_lock = threading.Lock()
         self._pool_recovery_lock = threading.Lock()
-        self._session = TerminalSession(ReadyTerminal(working_dir, history_file))
+        self._session = TerminalSession(ReadyTerminal(working_dir, history_file, confine))
         self._session.initialize()
 
 
-def _bash_without_rc(history_file: str | None) -> str | None:
+def _bash_without_rc(history_file: str | None, confine: tuple[str, ...] = ()) -> str | None:
     """A bash that skips the user's ~/.bashrc, written beside the episode's history file.
 
     The user's rc file is theirs, not the task's: it can print, change directories, or (pyenv's
@@ -152,6 +159,7 @@ def _bash_without_rc(history_file: str | None) -> str | None:
         return None
     wrapper = Path(os.path.abspath(history_file)).with_name("bash-norc")
     wrapper.parent.mkdir(parents=True, exist_ok=True)
-    wrapper.write_text(f'#!/bin/sh\nexec {shlex.quote(bash)} --norc "$@"\n')
+    prefix = "".join(f"{shlex.quote(word)} " for word in confine)
+    wrapper.write_text(f'#!/bin/sh\nexec {prefix}{shlex.quote(bash)} --norc "$@"\n')
     wrapper.chmod(0o755)
     return str(wrapper)

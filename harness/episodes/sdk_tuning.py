@@ -79,10 +79,13 @@ class _TerminalToolFactory(TerminalTool):
     ) -> Sequence[TerminalTool]:
         if terminal_type != "subprocess" or params:  # other set-ups: the SDK's tool as it is
             return TerminalTool.create(conv_state, terminal_type=terminal_type, **params)  # type: ignore[arg-type]
+        from harness.runtime.procs import own_pid_namespace
+
         executor = ReadyTerminalExecutor(
             conv_state.workspace.working_dir,
             full_output_save_dir=conv_state.env_observation_persistence_dir,
             history_file=_in_episode(conv_state, "bash_history"),
+            confine=own_pid_namespace(),  # its kills reach only what it started
         )
         return TerminalTool.create(conv_state, executor=executor)
 

@@ -49,6 +49,17 @@ class OutcomeChange(BaseModel):
         return ", ".join(parts) + " of episodes"
 
 
+class OneSided(BaseModel):
+    """A task scored in one run only: the other lost it (infra_error, not verified, no episode)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    task_id: str
+    a: float | None  # the side's mean score; None where it has none
+    b: float | None
+    why: str  # what the unscored side has instead, e.g. "B: infra_error"
+
+
 class RateChange(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -78,6 +89,10 @@ class Comparison(BaseModel):
     fixed: list[Flip]  # B better than A on the task
     broken: list[Flip]  # B worse
     changed: list[OutcomeChange] = []  # not flipped, but the loop or format-error outcome moved
+    # Tasks of both runs left out of B - A because one side (or both) has no score: a side that
+    # lost a task must not move the difference unseen, so they are listed and the gate cannot PASS.
+    one_sided: list[OneSided] = []
+    unscored: list[str] = []  # no score on either side
     both_solved: int
     both_failed: int
     loop_rate: RateChange
@@ -100,11 +115,31 @@ class Comparison(BaseModel):
             max_drop=max_drop,
             min_gain=min_gain,
             power_note=self.power.sentence(full=False),
+            incomplete=self.incomplete_note(),
         )
         return self.model_copy(update={"gate": result})
 
+    def incomplete_note(self) -> str:
+        """The tasks left out for want of a score on a side, in words ("" when none)."""
+        parts = []
+        if self.one_sided:
+            shown = ", ".join(f"{o.task_id} ({o.why})" for o in self.one_sided[:5])
+            more = f" and {len(self.one_sided) - 5} more" if len(self.one_sided) > 5 else ""
+            parts.append(f"{len(self.one_sided)} task(s) one-sided, scored in one run only: {shown}{more}")
+        if self.unscored:
+            shown = ", ".join(self.unscored[:5]) + (", ..." if len(self.unscored) > 5 else "")
+            parts.append(f"{len(self.unscored)} task(s) scored in neither run: {shown}")
+        return "; ".join(parts)
+
     def verdict(self) -> str:
         """One plain sentence: is the difference distinguishable from noise at the 5% level?"""
+        sentence = self._verdict()
+        if self.one_sided or self.unscored:
+            left = len(self.one_sided) + len(self.unscored)
+            sentence += f" [{left} task(s) left out: no score on one side or both, see above]"
+        return sentence
+
+    def _verdict(self) -> str:
         pts = f"{100 * self.diff:+.1f} points"
         if math.isnan(self.se):
             return f"B - A = {pts} on {self.tasks} task(s): too few tasks for an error bar"
@@ -181,12 +216,18 @@ def compare(
     notes += [f"{run.name}: {run.selected}" for run in ([a] if a is b else [a, b]) if run.selected]
     da, db = _scored(a, ma), _scored(b, mb)
     ta, tb = (d.groupby("task_id")["score"].agg(["mean", "count"]) for d in (da, db))
-    common = sorted(set(ta.index) & set(tb.index) & set(a.tasks) & set(b.tasks))
-    dropped = sorted((set(ta.index) | set(tb.index)) & set(a.tasks) & set(b.tasks) - set(common))
-    if dropped:
-        notes.append(
-            f"{len(dropped)} task(s) without a scored episode on one side left out: {', '.join(dropped[:10])}"
+    both = set(a.tasks) & set(b.tasks)
+    common = sorted(set(ta.index) & set(tb.index) & both)
+    one_sided = [
+        OneSided(
+            task_id=t,
+            a=float(ta.loc[t, "mean"]) if t in ta.index else None,
+            b=float(tb.loc[t, "mean"]) if t in tb.index else None,
+            why=_why_unscored(b, mb, t, "B") if t in ta.index else _why_unscored(a, ma, t, "A"),
         )
+        for t in sorted((set(ta.index) | set(tb.index)) & both - set(common))
+    ]
+    unscored = sorted(both - set(ta.index) - set(tb.index))
     if not common:
         raise HarnessError(
             f"no task has a scored episode in both {a.name}:{ma} and {b.name}:{mb}: nothing to compare"
@@ -206,7 +247,7 @@ def compare(
     vb = seed_variation(b.root, eb, sampling_temperature(b.manifest))
     no_gain, greedy = _seed_gain(va, vb)
     flipped = {f.task_id for f in (*fixed, *broken)}
-    return Comparison(
+    comparison = Comparison(
         a=f"{a.name}:{ma}",
         b=f"{b.name}:{mb}",
         model_a=ma,
@@ -226,6 +267,8 @@ def compare(
         fixed=fixed,
         broken=broken,
         changed=_outcome_changes(ea, eb, [t for t in common if t not in flipped]),
+        one_sided=one_sided,
+        unscored=unscored,
         both_solved=int(((sa >= 1) & (sb >= 1)).sum()),
         both_failed=int(((sa <= 0) & (sb <= 0)).sum()),
         loop_rate=_change(ea["loop_kind"].notna().mean(), eb["loop_kind"].notna().mean()),
@@ -241,6 +284,21 @@ def compare(
         ),
         notes=notes,
     )
+    if left := comparison.incomplete_note():
+        comparison = comparison.model_copy(update={"notes": [f"left out of B - A: {left}", *notes]})
+    return comparison
+
+
+def _why_unscored(run: RunData, model: str, task: str, side: str) -> str:
+    """What ``side`` has for ``task`` instead of a score: its episodes' statuses, or none."""
+    frame = run.episodes
+    rows = frame[(frame["model"] == model) & (frame["task_id"] == task)]
+    if not len(rows):
+        return f"{side}: no episode"
+    statuses = sorted(set(rows["status"]))
+    if statuses == ["infra_error"]:
+        return f"{side}: infra_error"
+    return f"{side}: {'/'.join(statuses)}, not verified"
 
 
 def _seeds_note(seeds_a: int, seeds_b: int) -> str | None:

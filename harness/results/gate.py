@@ -11,6 +11,10 @@ the t interval collapses to a point, which would claim certainty from, say, 20 u
 The gate then widens it by the exact binomial bound on how many tasks could have changed unseen:
 with none of n tasks changing, the true share of changing tasks is below 1 - 0.025^(1/n)
 (Clopper-Pearson, one-sided 97.5%; 17% with 20 tasks), and a task changes by at most 1.
+
+Tasks that one run has no score for (its episodes ended infra_error, were not verified, or never
+ran) are left out of B - A, and what they would have scored is unknown: with any such task the
+gate says WARN at best (a BLOCK stands: the scored tasks alone establish it).
 """
 
 import math
@@ -86,8 +90,34 @@ def gate(
     max_drop: float | None = None,
     min_gain: float | None = None,
     power_note: str = "",
+    incomplete: str = "",
 ) -> GateResult:
-    """The verdict for one rule (max_drop or min_gain, as fractions); power_note explains a WARN."""
+    """The verdict for one rule (max_drop or min_gain, as fractions); power_note explains a WARN;
+    ``incomplete`` names the tasks without a score on a side (a PASS becomes WARN)."""
+    result = _verdict(diff, se, ci_low, ci_high, tasks, max_drop, min_gain, power_note)
+    if not incomplete:
+        return result
+    if result.verdict == "PASS":
+        reason = (
+            f"{result.reason}, but only on the tasks both runs scored: {incomplete}; "
+            "rerun them (harness eval resumes unscored episodes) before trusting a PASS"
+        )
+        return result.model_copy(update={"verdict": "WARN", "reason": reason})
+    return result.model_copy(
+        update={"reason": f"{result.reason}; left out, unscored on a side: {incomplete}"}
+    )
+
+
+def _verdict(
+    diff: float,
+    se: float,
+    ci_low: float,
+    ci_high: float,
+    tasks: int,
+    max_drop: float | None,
+    min_gain: float | None,
+    power_note: str,
+) -> GateResult:
     if (max_drop is None) == (min_gain is None):
         raise HarnessError("give one of --max-drop and --min-gain (in points, e.g. --max-drop 5)")
     rule: Literal["max_drop", "min_gain"] = "max_drop" if max_drop is not None else "min_gain"

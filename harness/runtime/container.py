@@ -32,13 +32,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import psutil
-
 from harness.progress import console
 from harness.runtime.base import ContainerLimits
 from harness.runtime.container_files import export_dir, extract_tar, put_dir, stage_name
 from harness.runtime.export_caps import ExportLimit, ExportLimits
 from harness.runtime.images import AGENT_PYTHON, ensure_sandbox_image
+from harness.runtime.owner import owner_labels, owner_state
 from harness.runtime.task_images import TaskImageError, build_task_image, image_workdir, resolve_task_images
 from harness.runtime.warm import WarmPool
 from harness.tasks import Task, VerifyResult, prepare_workspace
@@ -54,7 +53,6 @@ if TYPE_CHECKING:
 
 LABEL = "harness.episode"  # value: the episode key; every harness container has it
 LABEL_RUN = "harness.run"  # a hash of the run directory's path
-LABEL_PID = "harness.pid"  # the harness process that made it: dead -> the container is an orphan
 LABEL_IPC = "harness.ipc"  # its tool server's directory under IPC_ROOT (a warm container is renamed)
 WARM = "warm"  # LABEL of a container started ahead of the episode that will take it (warm.py)
 IPC_ROOT = Path(tempfile.gettempdir()) / "harness-ipc"  # short: a unix socket path holds 108 bytes
@@ -149,7 +147,7 @@ class ContainerSandbox:
         limits = self.runtime.limits_for(self.task)
         client = ToolClient(
             self._ipc_dir / "tools.sock",
-            self.describe_loss,
+            self.loss,
             f"{limits.memory_gib:g} GiB",
             probe=self.probe,
             call_limit_s=self.task.limits.agent_timeout_s,
@@ -171,15 +169,15 @@ class ContainerSandbox:
 
     def probe(self) -> RuntimeError | None:
         """The container seen from outside while a tool call is pending: gone, or at its process limit."""
-        from harness.runtime.remote_tools import SandboxLimit, SandboxLost
+        from harness.runtime.remote_tools import SandboxLimit
 
         try:
             stats = self.container.stats(stream=False, one_shot=True)
             self.container.reload()
         except Exception:
-            return SandboxLost(self.describe_loss())
+            return self.loss()
         if self.container.status != "running":
-            return SandboxLost(self.describe_loss())
+            return self.loss()
         pids = (stats.get("pids_stats") or {}).get("current")
         limit = self.runtime.limits_for(self.task).pids
         if isinstance(pids, int) and pids >= limit - 2:
@@ -189,18 +187,56 @@ class ContainerSandbox:
     def failure(self) -> BaseException | None:
         return self._client.failure if self._client is not None else None
 
-    def describe_loss(self) -> str:
-        """Why the tools stopped answering, from the container's state."""
+    def loss(self) -> RuntimeError:
+        """Why the tools stopped answering, decided by cause: the container gone or stopped from
+        outside, or the tool server failing on its own, is the infrastructure's (SandboxLost: retried,
+        never scored); a memory limit the agent's commands hit (SandboxLimit) and a tool server the
+        agent killed (SandboxDestroyed) are the model's outcome. The agent can kill it only where it
+        runs as root (an image without the user ``agent``): elsewhere the server is root's and the
+        agent's processes are not (toolserver.py)."""
+        from harness.runtime.remote_tools import FAILED_NOTE, SandboxDestroyed, SandboxLimit, SandboxLost
+
+        name = self.container.name
         try:
             self.container.reload()
         except Exception:
-            return f"container {self.container.name} is gone (removed or the engine restarted)"
+            return SandboxLost(f"container {name} is gone (removed or the engine restarted)")
         state = self.container.attrs.get("State") or {}
-        if state.get("OOMKilled"):
-            return f"container {self.container.name} was killed for exceeding its memory limit"
+        memory = f"{self.runtime.limits_for(self.task).memory_gib:g} GiB"
+        oom = "the kernel killed a process out of memory"
+        if state.get("OOMKilled") or (self.container.status == "running" and (oom := self._oom_kills())):
+            return SandboxLimit(f"the container's memory limit ({memory}) was exceeded: {oom}")
         if self.container.status != "running":
-            return f"container {self.container.name} stopped ({self.container.status}, exit code {state.get('ExitCode')})"
-        return f"the tool server in container {self.container.name} exited"
+            return SandboxLost(
+                f"container {name} stopped ({self.container.status}, exit code {state.get('ExitCode')})"
+            )
+        note = self._ipc_dir / FAILED_NOTE if self._ipc_dir is not None else None
+        if note is not None and note.exists():
+            tail = " ".join(note.read_text(errors="replace").strip().splitlines()[-1:])
+            return SandboxLost(f"the tool server in container {name} failed: {tail}")
+        if self.runtime.user(self.task) != "0":
+            return SandboxLost(
+                f"the tool server in container {name} exited (it runs as root: the agent's commands cannot end it)"
+            )
+        return SandboxDestroyed(
+            f"the agent's commands killed the tool server in container {name} (e.g. kill -9 -1 or pkill python: "
+            "the task's image has no user `agent`, so the agent runs as root and can end any process there); "
+            "the container still runs and hit no limit: the model's outcome, scored 0"
+        )
+
+    def _oom_kills(self) -> str:
+        """The container's out-of-memory kills as words ("" when none), read from its cgroup."""
+        try:
+            _, out = self.container.exec_run(
+                ["cat", "/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"], user="0"
+            )
+        except Exception:
+            return ""
+        for line in (out or b"").decode(errors="replace").splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill" and value.strip().isdigit() and int(value) > 0:
+                return f"the kernel killed {int(value)} process(es) out of memory"
+        return ""
 
     def finish(self) -> None:
         """The agent is done: tools closed, final files exported, processes stopped. Files over the
@@ -353,12 +389,24 @@ class _Warm:
     user: str
 
 
+_IPC_STALE_S = 3600.0  # a tool server's directory without a container this long is no run's
+
+
+def _older(path: Path, seconds: float) -> bool:
+    try:
+        return time.time() - path.stat().st_mtime > seconds
+    except OSError:
+        return False
+
+
 def _new_ipc_dir(name: str) -> Path:
-    """The (empty) directory a container's tool server shares with the host."""
+    """The (empty) directory a container's tool server shares with the host: this user's, so the
+    agent reads the tool server's files there but cannot change them (its socket is made by the
+    server, which runs as root, and given to this user: only the harness connects)."""
     ipc_dir = IPC_ROOT / name
     shutil.rmtree(ipc_dir, ignore_errors=True)
-    ipc_dir.mkdir(parents=True, mode=0o700)
-    os.chown(ipc_dir, 1000, 1000)
+    ipc_dir.mkdir(parents=True, mode=0o755)
+    ipc_dir.chmod(0o755)  # whatever the umask: the agent's user runs the files in it
     return ipc_dir
 
 
@@ -441,27 +489,46 @@ class ContainerRuntime:
         return self._users.get(task.id, AGENT_USER)
 
     def remove_orphans(self, keep: frozenset[str] = frozenset()) -> int:
-        removed = 0
+        """What harness processes that have ended left behind (owner.py): this run's containers
+        removed, except ``keep``'s; another run's stopped, not removed (that run's next eval
+        verifies in them or removes them), except those never handed to an episode. A container
+        whose owner is alive (any run, this process's included) or cannot be judged (another
+        machine or PID namespace) is never touched. The number removed."""
+        removed = stopped = 0
         kept = {container_name(self._run, key) for key in keep}  # by name: a warm one was renamed
-        for c in self.client.containers.list(all=True, filters={"label": LABEL}):
+        for c in self.client.containers.list(all=True, filters={"label": LABEL}, ignore_removed=True):
             labels = c.labels or {}
-            pid = int(labels.get(LABEL_PID, "0") or 0)
-            if pid and pid != os.getpid() and psutil.pid_exists(pid):
-                continue  # a live harness process's container (another run in progress)
+            if owner_state(labels) != "gone":
+                continue
             if labels.get(LABEL_RUN) == self._run and c.name in kept:
+                continue
+            if labels.get(LABEL_RUN) != self._run and f"-{WARM}-" not in c.name:
+                if c.status == "running":  # its processes end; its files stay for its run
+                    with contextlib.suppress(Exception):
+                        c.stop(timeout=0)
+                        stopped += 1
                 continue
             with contextlib.suppress(Exception):
                 c.remove(force=True)
                 removed += 1
         if removed:
             console.print(f"removed {removed} container(s) that a stopped harness run left behind")
+        if stopped:
+            console.print(
+                f"stopped {stopped} container(s) that other stopped harness runs left running (kept for "
+                "their runs: the next harness eval of each verifies in them or removes them)"
+            )
         if IPC_ROOT.is_dir():
             live = {
                 (c.labels or {}).get(LABEL_IPC) or c.name
-                for c in self.client.containers.list(all=True, filters={"label": LABEL})
+                for c in self.client.containers.list(all=True, filters={"label": LABEL}, ignore_removed=True)
             }
             for d in IPC_ROOT.iterdir():
-                if d.name not in live:
+                # Without a container: this run's, or old. Another run may be between making a
+                # directory and the container that mounts it right now.
+                if d.name not in live and (
+                    d.name.startswith(f"harness-{self._run}-") or _older(d, _IPC_STALE_S)
+                ):
                     shutil.rmtree(d, ignore_errors=True)
         return removed
 
@@ -486,7 +553,7 @@ class ContainerRuntime:
             labels={
                 LABEL: key,
                 LABEL_RUN: self._run,
-                LABEL_PID: str(os.getpid()),
+                **owner_labels(),  # the process that made it: cleanup never touches a live one's
                 **({LABEL_IPC: ipc_dir.name} if ipc_dir else {}),
             },
             working_dir="/",
@@ -510,7 +577,8 @@ class ContainerRuntime:
         return container
 
     def launch_tools(self, container: "Container", ipc_dir: Path, task: Task, terminal_type: str) -> None:
-        """The tool server started in the container (it answers once it has imported the SDK)."""
+        """The tool server started in the container (it answers once it has imported the SDK): its
+        supervisor as root, out of the agent's reach, the tools as the agent's user (toolserver.py)."""
         for source in _TOOL_SERVER_FILES:
             shutil.copy(source, ipc_dir / source.name)
         user = self.user(task)
@@ -525,8 +593,9 @@ class ContainerRuntime:
                 self.workdir(task),
                 "--terminal-type",
                 terminal_type,
+                *(["--user", user] if user != "0" else []),
             ],
-            user=user,
+            user="0",
             workdir=self.workdir(task),
             environment={"HOME": "/home/agent", "USER": "agent"} if user == AGENT_USER else {},
             detach=True,

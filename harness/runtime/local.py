@@ -1,7 +1,10 @@
 """The local runtime: the episode's workspace is a directory on this machine.
 
 The agent's commands and the task's tests run here, with the user's privileges: the harness
-says so when ``--runtime auto`` falls back to it.
+says so when ``--runtime auto`` falls back to it. Only its signals are fenced in: the agent's
+shell runs in a PID namespace of its own where the machine allows one (procs.own_pid_namespace),
+so a ``kill -9 -1`` or ``pkill python`` it types ends only what it started; where none is
+allowed, ``prepare`` says what that shell could reach.
 """
 
 from pathlib import Path
@@ -66,7 +69,16 @@ class LocalRuntime:
         self.exports = exports or ExportLimits()
 
     def prepare(self, run_dir: Path, tasks: list[Task], keep: frozenset[str] = frozenset()) -> None:
-        pass
+        from harness.progress import console
+        from harness.runtime.procs import own_pid_namespace
+
+        if not own_pid_namespace():
+            console.print(
+                "[yellow]warning:[/] this machine allows no PID namespace for the agent's shell (unshare with "
+                "user namespaces): a `kill -9 -1` or `pkill python` the agent runs would end every process "
+                "of yours, this harness included; --runtime docker confines it",
+                highlight=False,
+            )
 
     def warm_up(self, tasks: list[Task], terminal_type: str, ahead: int) -> None:
         pass  # a directory starts in no time

@@ -3,14 +3,25 @@
 A test script or an agent's shell is started as the leader of a session of its own; what it
 leaves running (``server &``, ``nohup``, a job-control shell's background jobs, which get process
 groups of their own) stays in that session. Killing the session kills them all, so nothing an
-episode started outlives it. (A process that calls ``setsid`` itself escapes; in a container the
-container's removal ends those too.)
+episode started outlives it. A process that calls ``setsid`` itself leaves the session: a test
+script is therefore run under reaper.py (``reaped``), which ends its whole tree, new sessions
+included. (An agent's local shell is not: what it starts with ``setsid`` escapes. In a container
+the container's removal ends everything.)
 """
 
 import contextlib
+import functools
 import os
+import shutil
 import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterable
+from pathlib import Path
+
+_REAPER = Path(__file__).with_name("reaper.py")
+_REAPER_GRACE_S = 5.0  # for a reaper to kill and reap its tree once asked (milliseconds, usually)
 
 
 def _alive(pid: int) -> bool:
@@ -56,3 +67,63 @@ def kill_sessions(sids: Iterable[int | None]) -> int:
 def kill_session(sid: int | None) -> int:
     """``kill_sessions`` for one session."""
     return kill_sessions([sid])
+
+
+def reaped(argv: list[str]) -> list[str]:
+    """``argv`` run under reaper.py: when it ends, or its reaper gets SIGTERM (``end_reaped``),
+    everything it started ends too, even what left its session."""
+    return [sys.executable, "-I", "-S", str(_REAPER), *argv]
+
+
+def end_reaped(proc: "subprocess.Popen[bytes]") -> None:
+    """A ``reaped`` command ended with its tree: its reaper asked to (SIGTERM), and waited for
+    (nothing to do when it has ended already: it ended its tree then)."""
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        proc.terminate()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=_REAPER_GRACE_S)
+
+
+def end_reaped_sessions(sids: Iterable[int]) -> int:
+    """``kill_sessions`` for sessions led by reapers: each reaper is asked to end its tree first
+    (SIGKILL would leave what left the session to init); the processes killed afterwards."""
+    leaders = [sid for sid in sids if sid and sid != os.getsid(0)]
+    for pid in leaders:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + _REAPER_GRACE_S
+    while any(_alive(pid) for pid in leaders) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return kill_sessions(leaders)
+
+
+@functools.cache
+def own_pid_namespace() -> tuple[str, ...]:
+    """The command prefix that runs a local agent's shell in a PID namespace of its own, or ()
+    where this machine allows none (no ``unshare``, or no unprivileged user namespaces).
+
+    In there the shell is process 1 and sees only what it started (its own /proc): a
+    ``kill -9 -1`` or ``pkill python`` it runs reaches nothing else, neither this harness nor the
+    user's other processes, and everything in it ends when it does. As root no user namespace is
+    needed; otherwise the user is mapped to itself (same uid, files and permissions; only ``sudo``
+    and other users' ids look different from inside). Probed once per process (~10 ms)."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return ()
+    base = ("--pid", "--fork", "--kill-child", "--mount-proc")
+    tries: list[tuple[str, ...]] = [(unshare, *base)] if os.geteuid() == 0 else []
+    tries.append((unshare, "--user", "--map-current-user", *base))
+    for prefix in tries:
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            probe = subprocess.run(
+                [*prefix, "sh", "-c", 'test "$$" = 1'],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=10,
+            )
+            if probe.returncode == 0:
+                return prefix
+    return ()

@@ -48,19 +48,27 @@ class SandboxLimit(RuntimeError):
     """The episode hit one of its container's limits (processes, memory)."""
 
 
+class SandboxDestroyed(RuntimeError):
+    """The agent's own commands took its sandbox's tools away (killed the tool server as root, or
+    every fresh shell): the model's outcome, scored, never retried (faults.py)."""
+
+
+FAILED_NOTE = "toolserver.failed"  # toolserver.py's note beside its socket: why it ended
+
+
 class ToolClient:
     """One container's tool server connection: one request at a time, a line of JSON each way."""
 
     def __init__(
         self,
         sock_path: Path,
-        describe_loss: Callable[[], str],
+        loss: Callable[[], RuntimeError],
         memory_desc: str,
         probe: Callable[[], RuntimeError | None],
         call_limit_s: float,
     ) -> None:
         self.sock_path = sock_path
-        self._describe_loss = describe_loss
+        self._loss = loss  # why the tool server stopped answering, decided by cause
         self._memory_desc = memory_desc
         self._probe = probe  # asked while a call is pending: the container's state from outside
         self._call_limit_s = call_limit_s
@@ -84,8 +92,12 @@ class ToolClient:
             # The container is asked about rarely: each answer costs the engine CPU, which the
             # tool servers' start-ups (and other episodes') need meanwhile.
             if time.monotonic() >= next_look:
+                failed = self.sock_path.with_name(FAILED_NOTE)
+                if failed.exists():
+                    tail = failed.read_text(errors="replace").strip().splitlines()[-1:]
+                    raise SandboxLost(f"the tool server did not start: {' '.join(tail)}")
                 if not alive():
-                    raise SandboxLost(f"the tool server did not start: {self._describe_loss()}")
+                    raise SandboxLost(f"the tool server did not start: {self._loss()}")
                 next_look = time.monotonic() + _ALIVE_EVERY_S
             if time.monotonic() > deadline:
                 raise SandboxLost(f"the tool server did not answer within {timeout:g} s")
@@ -98,7 +110,7 @@ class ToolClient:
     def call(self, tool: str, action: dict[str, Any]) -> dict[str, Any]:
         try:
             return self._call(tool, action)
-        except (SandboxLost, SandboxLimit) as exc:
+        except (SandboxLost, SandboxLimit, SandboxDestroyed) as exc:
             # The SDK turns a tool's exception into an error the agent reads and goes on; the
             # episode runner looks at ``failure`` after each event and ends the episode instead.
             self.failure = self.failure or exc
@@ -124,9 +136,13 @@ class ToolClient:
                 raise
             if not line:
                 self._drop()
-                raise SandboxLost(self._describe_loss())
+                raise self._loss()
         reply: dict[str, Any] = json.loads(line)
         self._check_limits(reply.get("limits") or {})
+        if "destroyed" in reply:  # the agent kept killing its shell: toolserver.py gave up
+            raise SandboxDestroyed(f"the agent's commands destroyed its sandbox: {reply['destroyed']}")
+        if "lost" in reply:
+            raise SandboxLost(f"the tool server failed: {reply['lost']}")
         return reply
 
     def _read_line(self) -> bytes:

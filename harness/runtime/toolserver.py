@@ -1,13 +1,24 @@
 """The scaffold's tools, inside an episode's container.
 
 Run by the agent-tools Python of the sandbox image (openhands-sdk and openhands-tools at the
-harness's own versions), as the container's unprivileged user. It serves one client, the
-harness on the host, over a unix socket in a directory the host shares with the container: one
-JSON object per line each way.
+harness's own versions). It serves one client, the harness on the host, over a unix socket in a
+directory the host shares with the container: one JSON object per line each way.
 
     -> {"tool": "terminal", "action": {...TerminalAction...}}
     <- {"observation": {...TerminalObservation...}, "limits": {...}}   or   {"error": "..."}
     -> {"op": "close"}
+
+Two processes, so that nothing the agent types can take the tools away from the episode:
+
+- the supervisor (this file without ``--worker-fd``) runs as root: it holds the host's
+  connection and forwards each request to
+- the worker (``--worker-fd``), which runs the tools as the agent's user: its shell, its file
+  edits, everything they start. The agent can kill it (``pkill -9 python``, ``kill -9 -1``) but
+  not the supervisor, which then answers the call with an error the agent reads ("your command
+  killed the shell ...") and starts a fresh worker: the episode goes on, as a terminal would after
+  its shell died. Only an agent that keeps killing every new worker ends its episode, and that is
+  its outcome (``destroyed``). In an image without the user ``agent`` both run as root, and
+  the agent can kill both: the host then decides whose fault that was (ContainerSandbox.loss).
 
 The actions are executed by the SDK's own executors, so the tools behave exactly as they do on
 the host and the model sees the same schemas; the conversation (and so the loop monitor) stays
@@ -16,7 +27,8 @@ cgroup counters (processes, out-of-memory kills) so that the host can end an epi
 a limit with the reason.
 
 This file is copied into each container with ready_terminal.py (harness/episodes/) and
-import_stubs.py: they import only the standard library and openhands.
+import_stubs.py: they import only the standard library and openhands (the supervisor only the
+standard library: it starts in milliseconds).
 """
 
 import argparse
@@ -24,7 +36,9 @@ import contextlib
 import gc
 import json
 import os
+import signal
 import socket
+import subprocess
 import sys
 import traceback
 from pathlib import Path
@@ -152,44 +166,238 @@ class Tools:
                 executor.close()
 
 
-def serve(sock_path: str, tools: Tools) -> None:
+FAILED_NOTE = "toolserver.failed"  # beside the socket: why the supervisor ended (not by a signal)
+_READY = b'{"ready": true}\n'
+_WORKER_START_S = 120.0  # the worker imports the SDK: seconds, more on a busy machine
+_RESTARTS = 2  # fresh workers killed before they were ready, in a row, before the sandbox is lost
+
+
+def serve_worker(fd: int, tools: Tools) -> None:
+    """The worker's loop: requests from the supervisor on ``fd``, one reply line each."""
+    with socket.socket(fileno=fd) as conn, conn.makefile("rwb") as stream:
+        stream.write(_READY)
+        stream.flush()
+        for raw in stream:
+            try:
+                request = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                reply: dict[str, Any] = {"error": f"bad request: {exc}"}
+            else:
+                if request.get("op") == "close":
+                    break
+                try:
+                    reply = tools.call(str(request.get("tool")), request.get("action") or {})
+                except Exception:
+                    reply = {"error": traceback.format_exc(limit=5)[-4000:]}
+            stream.write(json.dumps(reply).encode() + b"\n")
+            stream.flush()
+
+
+class Worker:
+    """The tools' process, as the agent's user (``user``: uid and gid; None: as this process)."""
+
+    def __init__(self, argv: list[str], user: tuple[int, int] | None, cwd: str) -> None:
+        self._argv, self._user, self._cwd = argv, user, cwd
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._sock: socket.socket | None = None
+        self._stream: Any = None
+        self._ready = False
+
+    def start(self) -> None:
+        mine, theirs = socket.socketpair()
+        ids: dict[str, Any] = {}
+        if self._user is not None:  # all three ids: nothing left to regain root with
+            ids = {"user": self._user[0], "group": self._user[1], "extra_groups": []}
+        with theirs:
+            self.proc = subprocess.Popen(
+                [*self._argv, "--worker-fd", str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                cwd=self._cwd,
+                **ids,
+            )
+        self._sock, self._stream = mine, mine.makefile("rwb")
+        self._ready = False
+
+    def ready(self) -> bool:
+        """Wait until its tools are up; False when it ended first."""
+        if not self._ready:
+            line = self._read_line(_WORKER_START_S)
+            self._ready = line == _READY
+        return self._ready
+
+    def ask(self, raw: bytes) -> bytes:
+        """One request, its reply line; b"" when the worker ended instead of answering."""
+        try:
+            self._stream.write(raw if raw.endswith(b"\n") else raw + b"\n")
+            self._stream.flush()
+        except OSError:
+            return b""
+        return self._read_line(None)
+
+    def _read_line(self, timeout: float | None) -> bytes:
+        assert self._sock is not None
+        try:
+            self._sock.settimeout(timeout)
+            return bytes(self._stream.readline())
+        except OSError:  # a timeout included: the worker is given up
+            return b""
+
+    def ended(self) -> int | None:
+        """Its exit status once it has ended (negative: the signal that killed it), else None."""
+        return None if self.proc is None else self.proc.poll()
+
+    def reap(self) -> int:
+        """Its exit status; it is known to have ended or to be ending."""
+        assert self.proc is not None
+        self._drop()
+        try:
+            return self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._stream.write(b'{"op": "close"}\n')
+            self._stream.flush()
+        self._drop()
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+    def _drop(self) -> None:
+        for end in (self._stream, self._sock):
+            if end is not None:
+                with contextlib.suppress(OSError):
+                    end.close()
+
+
+def _killed(code: int) -> str:
+    try:
+        return f"signal {-code}: {signal.Signals(-code).name}"
+    except ValueError:
+        return f"signal {-code}"
+
+
+class Supervisor:
+    """Forwards the host's requests to a worker; replaces a worker the agent killed."""
+
+    def __init__(self, worker: Worker, workdir: str) -> None:
+        self.worker, self.workdir = worker, workdir
+
+    def _restart(self) -> dict[str, Any] | None:
+        """A fresh worker, ready; None, or the reply that ends the sandbox when none comes up."""
+        deaths = 0  # fresh workers killed before they were ready, in a row
+        while True:
+            self.worker.start()
+            if self.worker.ready():
+                return None
+            code = self.worker.reap()
+            deaths += 1
+            if code >= 0:  # it failed on its own: not the agent's doing
+                return {"lost": f"the tools' process could not be restarted (exit code {code})"}
+            if deaths > _RESTARTS:
+                return {
+                    "destroyed": f"the agent's processes killed every new shell before it was up "
+                    f"({deaths} in a row, the last by {_killed(code)}): the sandbox's tools are gone"
+                }
+
+    def handle(self, raw: bytes) -> dict[str, Any] | bytes:
+        """The reply to one request: the worker's line, or the supervisor's own reply."""
+        if (code := self.worker.ended()) is not None:
+            self.worker.reap()
+            return self._after_death(code, ran=False)
+        if not self.worker.ready():  # a fresh worker still importing, and it ended meanwhile
+            return self._after_death(self.worker.reap(), ran=False)
+        line = self.worker.ask(raw)
+        if line:
+            return line
+        return self._after_death(self.worker.reap(), ran=True)
+
+    def _after_death(self, code: int, *, ran: bool) -> dict[str, Any]:
+        if code >= 0:
+            reply: dict[str, Any] = {"error": f"the tools' process exited with code {code}"}
+        else:
+            what = (
+                f"the command killed this shell's process ({_killed(code)})"
+                if ran
+                else f"this shell's process was killed ({_killed(code)}) since the last command, which "
+                "therefore did not run"
+            )
+            reply = {
+                "value_error": f"{what}. A new shell was started in {self.workdir}: the old one's "
+                "variables, working directory and jobs are gone."
+            }
+        if (lost := self._restart()) is not None:
+            return lost
+        return {**reply, "limits": limits()}
+
+
+def serve(sock_path: str, supervisor: Supervisor) -> None:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
         tmp = sock_path + ".tmp"
         if os.path.exists(tmp):
             os.unlink(tmp)
         server.bind(tmp)
         os.chmod(tmp, 0o600)
+        shared = os.stat(os.path.dirname(sock_path))
+        os.chown(tmp, shared.st_uid, shared.st_gid)  # the host's user, who made the directory
         os.rename(tmp, sock_path)  # the socket appears only once it accepts: the host waits for it
         server.listen(1)
         conn, _ = server.accept()
         with conn, conn.makefile("rwb") as stream:
             for raw in stream:
-                try:
-                    request = json.loads(raw)
-                except json.JSONDecodeError as exc:
-                    reply: dict[str, Any] = {"error": f"bad request: {exc}"}
-                else:
-                    if request.get("op") == "close":
+                with contextlib.suppress(json.JSONDecodeError, AttributeError):
+                    if json.loads(raw).get("op") == "close":
                         break
-                    try:
-                        reply = tools.call(str(request.get("tool")), request.get("action") or {})
-                    except Exception:
-                        reply = {"error": traceback.format_exc(limit=5)[-4000:]}
-                stream.write(json.dumps(reply).encode() + b"\n")
+                reply = supervisor.handle(raw)
+                stream.write(reply if isinstance(reply, bytes) else json.dumps(reply).encode() + b"\n")
                 stream.flush()
+
+
+def _user(spec: str | None) -> tuple[int, int] | None:
+    """``--user UID:GID`` as ids to switch to; None when this process runs as that user already."""
+    if not spec:
+        return None
+    uid, _, gid = spec.partition(":")
+    ids = (int(uid), int(gid or uid))
+    return None if ids == (os.getuid(), os.getgid()) else ids
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--socket", required=True)
+    parser.add_argument("--socket", help="the supervisor's socket (not for the worker)")
     parser.add_argument("--workdir", required=True)
     parser.add_argument("--terminal-type", default="subprocess")
+    parser.add_argument("--user", help="UID:GID the worker runs the tools as")
+    parser.add_argument("--worker-fd", type=int, help="run as the worker, on this socket")
     args = parser.parse_args()
-    tools = Tools(args.workdir, args.terminal_type)
+    if args.worker_fd is not None:
+        # Before the shell starts: it must not hold this, or the supervisor never saw us die.
+        os.set_inheritable(args.worker_fd, False)
+        tools = Tools(args.workdir, args.terminal_type)
+        try:
+            serve_worker(args.worker_fd, tools)
+        finally:
+            tools.close()
+        return 0
+    argv = [sys.executable, "-B", os.path.abspath(__file__), "--workdir", args.workdir]
+    argv += ["--terminal-type", args.terminal_type]
+    worker = Worker(argv, _user(args.user), args.workdir)
     try:
-        serve(args.socket, tools)
+        worker.start()
+        if not worker.ready():
+            raise RuntimeError(f"the tools did not start (exit code {worker.reap()})")
+        serve(args.socket, Supervisor(worker, args.workdir))
+    except BaseException:
+        with contextlib.suppress(OSError):  # the host reads why, instead of waiting out its deadline
+            Path(args.socket).with_name(FAILED_NOTE).write_text(traceback.format_exc(limit=5)[-4000:])
+        raise
     finally:
-        tools.close()
+        worker.close()
     return 0
 
 

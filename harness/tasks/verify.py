@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from harness.runtime.procs import kill_session, kill_sessions
+from harness.runtime.procs import end_reaped, end_reaped_sessions, kill_session, reaped
 from harness.tasks.harbor import build_workspace, copy_localized, localize, read_reward
 from harness.tasks.loader import Task
 
@@ -55,7 +55,7 @@ def kill_running_tests() -> int:
     """Kill every running test script's session (a stopped run's verification); the processes killed."""
     with _running_lock:
         sids = list(_running)
-    return kill_sessions(sids)
+    return end_reaped_sessions(sids)
 
 
 def _run(
@@ -71,7 +71,7 @@ def _run(
     env = {**os.environ, "WORKSPACE": str(workspace), "PYTHON": _python_with_pytest(), **extra_env}
     with tempfile.TemporaryFile() as out:
         proc = subprocess.Popen(
-            ["bash", str(script)],
+            reaped(["bash", str(script)]),  # what it starts ends with it, even in a new session
             cwd=workspace,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -87,7 +87,8 @@ def _run(
         except subprocess.TimeoutExpired:
             code, timed_out = None, True
         finally:
-            kill_session(proc.pid)  # the whole session: test runners and what they started
+            end_reaped(proc)  # the whole tree: test runners and what they started, new sessions too
+            kill_session(proc.pid)
             with _running_lock:
                 _running.discard(proc.pid)
             with contextlib.suppress(subprocess.TimeoutExpired):
