@@ -112,15 +112,17 @@ def _verifier_panel(root: Path, r: EpisodeRecord) -> list[RenderableType]:
     if found is None or r.reward is None:
         return []
     path, tail = found
+    where = Text(f"verifier output: {clean(str(path))}", style="dim")
     if r.reward >= 1.0:
-        return [Text(f"verifier output: {clean(str(path))}", style="dim")]
+        return [where]
     return [
+        where,
         Panel(
             Text(tail or "(empty)"),
-            title=f"verifier output (the last {VERIFIER_TAIL_LINES} lines of {clean(str(path))})",
+            title=f"verifier output (the last {VERIFIER_TAIL_LINES} lines of {VERIFIER_LOG})",
             title_align="left",
             border_style="yellow",
-        )
+        ),
     ]
 
 
