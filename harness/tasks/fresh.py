@@ -46,12 +46,19 @@ WORKSPACE_COPY_CAP = 2 << 30  # bytes of a local workspace copied for its tests
 _GUARD_LINE = re.compile(r"^\[harness-guard\] (.+)$", re.MULTILINE)
 
 
+# Benchmarks only (bench/fresh_verify.py compares the two modes' cost): every task verified in
+# this mode. Never set it for an evaluation: "shared" hands the tests back to the agent's sandbox.
+FORCED_MODE: VerifyMode | None = None
+
+
 def is_swebench(task: Task) -> bool:
     return (task.tests_dir / SPEC_FILE).is_file()
 
 
 def verify_mode(task: Task) -> VerifyMode:
     """``fresh`` for native and SWE-bench tasks, ``shared`` for Harbor tasks (module docstring)."""
+    if FORCED_MODE is not None:
+        return FORCED_MODE
     if task.image is None and task.container is None:
         return "fresh"
     return "fresh" if is_swebench(task) else "shared"

@@ -124,8 +124,13 @@ def check_tasks(
             on_done(check)
         return check
 
-    with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="verify") as pool:
-        return list(pool.map(one, tasks))
+    # Each task's two verifications (reference, untouched), their fresh sandboxes started ahead.
+    runtime.expect_verifications([t for t in tasks for _ in range(2)], max(1, concurrency))
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="verify") as pool:
+            return list(pool.map(one, tasks))
+    finally:
+        runtime.cool_down()
 
 
 def verify_suite(

@@ -20,6 +20,7 @@ from harness.runtime.procs import kill_session, kill_sessions
 from harness.tasks.fresh import (
     VerifyMode,
     copy_workspace,
+    guarded,
     read_capped,
     score_exit,
     tree_digest,
@@ -176,7 +177,7 @@ def score_tests(
 def run_tests(task: Task, workspace: Path, timeout: float | None = None) -> VerifyResult:
     """Run tests/test.sh on ``workspace``: in a fresh directory for a native task, in place for a
     Harbor task (fresh.verify_mode)."""
-    if verify_mode(task) == "fresh":
+    if verify_mode(task) == "fresh" and guarded(task):
         return _run_fresh(task, workspace, timeout or task.limits.verify_timeout_s)
     return _run_shared(task, workspace, timeout)
 
