@@ -272,3 +272,25 @@ def test_show_prints_the_end_of_a_failed_episode_s_verifier_output(tmp_path: Pat
     assert "verifier output" in out and "verifier.log" in out
     panel = out.rsplit("verifier output", 1)[1]  # the panel, after the line naming the file
     assert "FAILED" in panel and "test_even_length" in panel and "3 failed" in panel
+
+
+def test_a_harbor_task_is_verified_in_shared_mode_and_the_headline_says_so(tmp_path: Path) -> None:
+    """Harbor's default: the tests run where the agent worked (here its local workspace); the
+    record says so and the headline counts such episodes, since the agent could have tampered."""
+    run = tmp_path / "run"
+    with ReplayServer(
+        ReplayScript(model="scripted", responses=[terminal("echo 'Hello, world!' > hello.txt"), FINISH])
+    ) as server:
+        summary = run_eval(
+            EvalConfig(
+                runtime="local",
+                models=("scripted",),
+                tasks=str(REPO / "tests" / "data" / "harbor" / "hello-app"),
+                base_url=server.base_url,
+                run_dir=run,
+            )
+        )
+    rec = RunStore(run).records()[("scripted", "hello-app", 1)]
+    assert (rec.status, rec.reward, rec.verify_mode) == ("resolved", 1.0, "shared")
+    assert "1 episode(s) verified in the agent's own sandbox (Harbor's shared mode)" in summary.headlines[0]
+    assert (run / "episodes" / "scripted" / "hello-app" / "seed1" / "verifier.log").is_file()

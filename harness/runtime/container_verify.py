@@ -115,8 +115,7 @@ def verify_fresh(runtime: "ContainerRuntime", task: Task, workspace: Path, episo
                     export_dir(container, f"{LOGS_DIR}/verifier", got)
             return _result(task, code, timed_out, output, got, episode_dir, timeout, start)
     finally:
-        with contextlib.suppress(Exception):
-            container.remove(force=True)
+        runtime.remove_later(container)
 
 
 def _run_native(

@@ -73,22 +73,22 @@ def guarded(task: Task) -> bool:
 
 
 def _wrapper(python: str, guard: str) -> str:
-    return f'#!/bin/sh\nexec {python} -I {shlex.quote(guard)} "$@"\n'
+    # -S: the guard itself needs the standard library alone (and starts faster without site)
+    return f'#!/bin/sh\nexec {python} -I -S {shlex.quote(guard)} "$@"\n'
 
 
 def write_guard(dest: Path, *, runner_path: list[str], site: bool, python: str | None, bin_dir: str) -> None:
-    """guard.py, guard.json and the ``bin/`` of wrappers (python, python3, pytest) in ``dest``.
+    """guard.py, guard.conf and the ``bin/`` of wrappers (python, python3, pytest) in ``dest``.
 
     ``bin_dir`` and the guard's path are as the tests will see them (a container's paths may differ
     from ``dest``); ``python``: the interpreter, else the first ``python3`` on PATH after ``bin_dir``
     (a container image's). ``site``/``runner_path``: see guard.py.
     """
-    import json
-
     guard_dir = bin_dir.rsplit("/", 1)[0]
     (dest / "bin").mkdir(parents=True, exist_ok=True)
     shutil.copy(GUARD_SOURCE, dest / "guard.py")
-    (dest / "guard.json").write_text(json.dumps({"site": site, "path": runner_path}) + "\n")
+    conf = [f"site {int(site)}", *(f"path {p}" for p in runner_path)]
+    (dest / "guard.conf").write_text("".join(f"{line}\n" for line in conf))
     if python is None:
         lookup = f'"$(PATH=${{PATH#{bin_dir}:}}; command -v python3 || echo python3)"'
         launcher = _wrapper(lookup, f"{guard_dir}/guard.py")

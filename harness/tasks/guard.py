@@ -1,6 +1,6 @@
 """The Python a native task's tests run with, out of the tested code's reach (standard library only).
 
-The harness copies this file next to a ``guard.json`` into a directory the tested code cannot write
+The harness copies this file next to a ``guard.conf`` into a directory the tested code cannot write
 (a root-owned one in a container; a private one under --runtime local) and makes it ``$PYTHON`` and
 ``python``/``python3``/``pytest`` first on PATH for the task's tests:
 ``guard.py [python options] (-m MODULE | -c CODE | - | SCRIPT) [args]`` runs like ``python``, except:
@@ -10,8 +10,8 @@ The harness copies this file next to a ``guard.json`` into a directory the teste
   ``usercustomize.py`` or ``.pth`` file in the workspace is never imported by the runner; the
   workspace (the current directory and ``$WORKSPACE``) and ``$PYTHONPATH`` are APPENDED to
   ``sys.path``, after the standard library and the runner's packages, so the code under test is
-  importable but never shadows them (``guard.json``'s ``site: false`` also drops site-packages
-  and puts only ``path`` there: under --runtime local, pytest and its dependencies alone);
+  importable but never shadows them (``guard.conf``'s ``site 0`` also drops site-packages and
+  puts only its ``path`` lines there: under --runtime local, pytest and its dependencies alone);
 - the target runs in a child interpreter. This process hands it a one-off nonce through a pipe
   (not argv, not the environment) and the child writes ``nonce exit-code`` back through another
   when the runner has finished, before the interpreter's own shutdown. An exit without that mark
@@ -30,12 +30,8 @@ or print fake results to a log that a log-graded task trusts. What this stops is
 tricks that end or redirect a test runner, and those that need a file outside the workspace.
 """
 
-import contextlib
-import json
 import os
-import secrets
 import signal
-import subprocess
 import sys
 
 PREFIX = "[harness-guard]"
@@ -51,13 +47,21 @@ def _say(message: str) -> None:
     sys.stderr.flush()
 
 
-def _config() -> dict[str, object]:
+def _config() -> tuple[bool, list[str]]:
+    """guard.conf: ``site 0|1`` (site-packages on the runner's path) and ``path DIR`` lines (put on
+    it after them). Plain lines: this process starts fast, without json."""
+    site, path = True, []
     try:
-        with open(os.path.join(_HERE, "guard.json"), encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+        with open(os.path.join(_HERE, "guard.conf"), encoding="utf-8") as fh:
+            for line in fh:
+                key, _, value = line.rstrip("\n").partition(" ")
+                if key == "site":
+                    site = value != "0"
+                elif key == "path" and value:
+                    path.append(value)
+    except OSError:
+        pass
+    return site, path
 
 
 def _workspace_dirs() -> list[str]:
@@ -118,16 +122,21 @@ def parse(argv: list[str]) -> tuple[list[str], str, str, list[str]]:
     return kept, "script", argv[i], argv[i + 1 :]
 
 
-def _workspace_module(name: str, dirs: list[str]) -> bool:
+# Never the code under test, whatever the workspace holds: a test runner is run guarded.
+_RUNNERS = {"pytest", "py", "_pytest", "unittest", "doctest", "nose", "nose2", "coverage", "hypothesis"}
+
+
+def _workspace_module(name: str, dirs: list[str], site: bool, path: list[str]) -> bool:
     """Whether ``-m name`` names workspace code: its top-level package is found in the workspace
     and nowhere the runner looks first. Only the file system is searched: nothing is imported."""
+    import site as site_module
     from importlib.machinery import PathFinder
 
     top = name.split(".")[0]
-    if top in sys.builtin_module_names:
+    if top in sys.builtin_module_names or top in _RUNNERS:
         return False
-    outside = [p for p in sys.path if p and not _in(p, dirs)]
-    if PathFinder.find_spec(top, outside) is not None:
+    outside = [p for p in sys.path if p] + (site_module.getsitepackages() if site else []) + path
+    if PathFinder.find_spec(top, [p for p in outside if not _in(p, dirs)]) is not None:
         return False
     return PathFinder.find_spec(top, dirs) is not None
 
@@ -136,30 +145,40 @@ def _workspace_module(name: str, dirs: list[str]) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    config = _config()
+    site, path = _config()
     kept, mode, target, args = parse(argv)
     exe = sys.executable
     dirs = _workspace_dirs()
     if mode == "info":
-        return subprocess.call([exe, target, *args])
-    plain = (mode == "script" and _in(target, dirs)) or (mode == "m" and _workspace_module(target, dirs))
+        os.execv(exe, [exe, target, *args])
+    plain = (mode == "script" and _in(target, dirs)) or (
+        mode == "m" and _workspace_module(target, dirs, site, path)
+    )
     if plain:  # the code under test itself: run as python runs it, its exit status its own
         os.execv(exe, [exe, "-s", *kept, *(["-m"] if mode == "m" else []), target, *args])
-    site = config.get("site", True) is not False
-    nonce = secrets.token_hex(16).encode()
+    nonce = os.urandom(16).hex().encode()
     nonce_r, nonce_w = os.pipe()
     mark_r, mark_w = os.pipe()
+    os.set_inheritable(nonce_r, True)  # the child's two ends; ours stay close-on-exec
+    os.set_inheritable(mark_w, True)
     # -B: no bytecode written next to the tests (the harness checks them unchanged afterwards)
     cmd = [exe, "-I", "-B", *([] if site else ["-S"]), *kept, os.path.join(_HERE, "guard.py"), _CHILD]
     cmd += [str(nonce_r), str(mark_w), mode, target, *args]
-    proc = subprocess.Popen(cmd, pass_fds=(nonce_r, mark_w))
+    pid = os.posix_spawn(exe, cmd, os.environ)
     os.close(nonce_r)
     os.close(mark_w)
     os.write(nonce_w, nonce)
     os.close(nonce_w)
+
+    def forward(signo: int, _frame: object) -> None:
+        try:  # noqa: SIM105 (no contextlib import in this process)
+            os.kill(pid, signo)
+        except ProcessLookupError:
+            pass
+
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda signo, _frame: proc.send_signal(signo))
-    rc = proc.wait()
+        signal.signal(sig, forward)
+    rc = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     # The mark was written before the child ended; a process the tested code forked may hold the
     # pipe open, so read what is there without waiting for its end.
     os.set_blocking(mark_r, False)
@@ -294,10 +313,8 @@ def child(argv: list[str]) -> None:
         nonce += chunk
     os.close(nonce_fd)
     os.set_inheritable(mark_fd, False)  # never handed to what the tests start
-    config = _config()
+    _site, extra = _config()
     dirs = _workspace_dirs()
-    listed = config.get("path")
-    extra = [str(p) for p in listed] if isinstance(listed, list) else []
     extra += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     sys.path[:] = [p for p in sys.path if p and os.path.realpath(p) != _HERE]
     sys.path += [p for p in [*extra, *dirs] if p not in sys.path]
@@ -315,8 +332,10 @@ def child(argv: list[str]) -> None:
         traceback.print_exc()
         code = 1
     for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
+        try:  # noqa: SIM105 (contextlib: one import more for every run)
             stream.flush()
+        except Exception:
+            pass
     try:
         os.write(mark_fd, nonce + b" %d\n" % code)
         os.close(mark_fd)
