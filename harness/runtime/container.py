@@ -214,16 +214,19 @@ class ContainerSandbox:
         if self._client is not None:
             self._client.close()
         self._export()
+        fresh = verify_mode(self.task) == "fresh"
         with contextlib.suppress(Exception):
-            if verify_mode(self.task) == "fresh":  # verified elsewhere: nothing here counts
+            if fresh:  # verified elsewhere: nothing here counts
                 self.container.remove(force=True)
             else:
                 # At once: the files are out, and ``sleep`` as PID 1 ignores SIGTERM, so a grace
                 # period is only waited out (it was a second per episode).
                 self.container.stop(timeout=0)
-        # The (now empty) shared directory stays until close: the stopped container mounts it
-        # again when verification starts it.
-        if self._ipc_dir is not None:
+        if fresh and self._ipc_dir is not None:  # nothing mounts it again
+            shutil.rmtree(self._ipc_dir, ignore_errors=True)
+        # Else the (now empty) shared directory stays until close: the stopped container mounts
+        # it again when verification starts it.
+        elif self._ipc_dir is not None:
             for leftover in self._ipc_dir.iterdir():
                 if leftover.is_dir() and not leftover.is_symlink():
                     shutil.rmtree(leftover, ignore_errors=True)
@@ -692,6 +695,7 @@ class ContainerRuntime:
             if old is not None:  # the rollout's container, left by a killed run: nothing in it counts
                 with contextlib.suppress(Exception):
                     old.remove(force=True)
+                shutil.rmtree(IPC_ROOT / ((old.labels or {}).get(LABEL_IPC) or old.name), ignore_errors=True)
             return ExportedSandbox(self, task, episode_dir)
         if fresh or old is None:
             if old is not None:
