@@ -55,6 +55,7 @@ from harness.server.endpoint import (
     share_servers,
 )
 from harness.tasks import Task, load_suite, select_tasks
+from harness.tasks.fresh import verify_mode
 from harness.tasks.selection import TaskLimit, TaskPatterns, narrow
 from harness.tasks.verify import kill_running_tests
 
@@ -665,6 +666,7 @@ def _verify(
     # As many at once as episodes ran: a container's verification is mostly waiting on the
     # engine (start, exec, copy, remove); one at a time it was a serial tail after the rollouts.
     # Threads of this process, whatever the executor: the sandboxes are this machine's.
+    runtime.expect_verifications([tasks[r.task_id] for r in todo], concurrency)
     work = ThreadExecutor().run(
         lambda rec: _verified(rec, tasks[rec.task_id], store, runtime), todo, concurrency, stop
     )
@@ -678,6 +680,8 @@ def _verify(
     except BaseException:  # a stop: the tests running in the workers end with it
         kill_running_tests()
         raise
+    finally:
+        runtime.cool_down()  # fresh sandboxes started ahead that no verification took
 
 
 def _verified(rec: EpisodeRecord, task: Task, store: RunStore, runtime: Runtime) -> EpisodeRecord:
@@ -686,6 +690,8 @@ def _verified(rec: EpisodeRecord, task: Task, store: RunStore, runtime: Runtime)
     and a verification that fails outright scores 0 with the reason. The run never stops here."""
     edir = store.episode_dir(rec.model, rec.task_id, rec.seed)
     note: str | None = None
+    tampering: str | None = None
+    mode = verify_mode(task)
     try:
         sandbox = runtime.open(task, edir, episode_key(rec.model, rec.task_id, rec.seed), fresh=False)
         try:
@@ -696,13 +702,19 @@ def _verified(rec: EpisodeRecord, task: Task, store: RunStore, runtime: Runtime)
         if isinstance(exc, OSError) and disk_full(exc):
             raise
         reward, resolved, note = 0.0, False, f"verification failed: {type(exc).__name__}: {exc}"[:2000]
+        output = f"[harness] {note}\n"
     else:
-        reward, resolved, note = result.reward, result.resolved, result.note
+        reward, resolved, note, tampering = result.reward, result.resolved, result.note, result.tampering
+        mode, output = result.mode, result.output
+    with contextlib.suppress(OSError):  # the tests' output, for `harness show` (not worth a stop)
+        store.write_verifier_log(rec.model, rec.task_id, rec.seed, output)
     status = rec.status
     if status == "unresolved" and resolved:
         status = "resolved"
-    update: dict[str, Any] = {"reward": reward, "status": status, "verified": True}
-    if note and rec.error is None:
+    update: dict[str, Any] = {"reward": reward, "status": status, "verified": True, "verify_mode": mode}
+    if tampering and rec.error is None:  # what the harness caught the tested code doing
+        update["error"] = EpisodeError(type="VerifyTampering", message=tampering[:2000])
+    elif note and rec.error is None:
         update["error"] = EpisodeError(type="VerifyWorkspace", message=note)
     return rec.model_copy(update=update)
 

@@ -100,9 +100,12 @@ def test_smoke_suite_resolves_in_containers_with_the_scaffold_s_tools(client, tm
     # Each episode's container was started ahead of it (while the one before ran) and renamed
     # the episode's when taken: as many containers as episodes, none wasted.
     events = container_events(client, run, since)
-    created = [name for action, name in events if action == "create"]
+    created = [name for action, name in events if action == "create" and "-verify-" not in name]
     renamed = [name for action, name in events if action == "rename"]
     assert len(created) == len(SMOKE) and all("-warm-" in name for name in created), events
+    # Each episode verified in a fresh container of its own (fresh.py), none wasted either.
+    verifiers = [name for action, name in events if action == "create" and "-verify-" in name]
+    assert len(verifiers) == len(SMOKE), events
     assert sorted(renamed) == sorted(
         container_name(run_label(run), episode_key("scripted", t, 1)) for t in SMOKE
     )

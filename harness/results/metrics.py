@@ -153,6 +153,11 @@ def _one_model(run: RunData, model: str, seeds: pd.DataFrame) -> ModelMetrics:
             notes.append(f"{unverified} unverified episode(s) left out")
         if resolve.clusters < 2:
             notes.append("one task only: no standard error")
+    if "verify_mode" in frame and (shared := int((frame["verify_mode"] == "shared").sum())):
+        notes.append(
+            f"{shared} episode(s) verified in the agent's own sandbox (Harbor's shared mode): "
+            "the agent could have tampered with what the tests ran on"
+        )
     notes += _server_notes(run, model)
     n_seeds = sorted(int(s) for s in frame["seed"].unique())
     at_k, hat_k = _pass_k(done, len(n_seeds)) if resolve else ({}, {})

@@ -4,6 +4,8 @@ A looping episode opens at the turn where the loop started (earlier turns are su
 shows them), with the repeated unit and every later turn of the loop marked.
 """
 
+import os
+import stat
 from pathlib import Path
 
 from rich.console import Console, Group, RenderableType
@@ -16,10 +18,12 @@ from harness.errors import HarnessError
 from harness.results.episode_view import EpisodeView, episode_id, find_episode, load_episode
 from harness.results.report import run_schemas
 from harness.results.runs import RunData, load_run
-from harness.results.store import EpisodeRecord
+from harness.results.store import VERIFIER_LOG, EpisodeRecord, RunStore
 from harness.tasks.selection import select_ids
 
 _OBS_LIMIT = 1500
+VERIFIER_TAIL_LINES = 40
+_VERIFIER_TAIL_BYTES = 16384
 # Rows of the episode list by default: a table of 250,000 rows took 260 s and 2.9 GB to draw.
 LIST_LIMIT = 50
 
@@ -89,6 +93,46 @@ def episodes_table(run: RunData, records: list[EpisodeRecord], matched: int | No
 
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + f"\n… ({len(text) - limit} more characters)"
+
+
+def verifier_tail(
+    root: Path, record: EpisodeRecord, lines: int = VERIFIER_TAIL_LINES
+) -> tuple[Path, str] | None:
+    """The end of an episode's verifier.log (its last ``lines`` lines, terminal controls removed)
+    and its path; None when there is none. Read without following a link, at most a few KiB."""
+    path = RunStore(root).episode_dir(record.model, record.task_id, record.seed) / VERIFIER_LOG
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or a device planted at that name
+            return None
+        size = fh.seek(0, os.SEEK_END)
+        fh.seek(max(0, size - _VERIFIER_TAIL_BYTES))
+        text = fh.read(_VERIFIER_TAIL_BYTES).decode(errors="replace")
+    kept = text.rstrip("\n").splitlines()[-lines:]
+    return path, clean("\n".join(kept))
+
+
+def _verifier_panel(root: Path, r: EpisodeRecord) -> list[RenderableType]:
+    """A failed episode's verifier output (the end of verifier.log); a resolved one's file named."""
+    found = verifier_tail(root, r)
+    if found is None or r.reward is None:
+        return []
+    path, tail = found
+    where = Text(f"verifier output: {clean(str(path))}", style="dim")
+    if r.reward >= 1.0:
+        return [where]
+    return [
+        where,
+        Panel(
+            Text(tail or "(empty)"),
+            title=f"verifier output (the last {VERIFIER_TAIL_LINES} lines of {VERIFIER_LOG})",
+            title_align="left",
+            border_style="yellow",
+        ),
+    ]
 
 
 def episode_renderables(view: EpisodeView, *, show_all: bool = False) -> list[RenderableType]:
@@ -207,4 +251,6 @@ def show(
         return
     record = find_episode(run.records(), episode)
     for item in episode_renderables(load_episode(run.root, record, run_schemas(run)), show_all=show_all):
+        console.print(item)
+    for item in _verifier_panel(run.root, record):  # after the turns: what the tests said at the end
         console.print(item)

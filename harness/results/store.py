@@ -6,11 +6,13 @@ results/<run>/
                            verification appends the same key again with the reward: the last line
                            for a (model, task, seed) is authoritative
   trajectories/<model>/<task>/seed<N>.jsonl   Turn records
-  episodes/<model>/<task>/seed<N>/            workspace, SDK conversation, raw completions
+  episodes/<model>/<task>/seed<N>/            workspace, SDK conversation, raw completions,
+                                              verifier.log (the tests' output, capped at 1 MiB)
   server.log
   harness.log              the OpenHands SDK's warnings and errors, each naming its episode
 """
 
+import contextlib
 import json
 import os
 import threading
@@ -24,6 +26,8 @@ from harness.monitor import LoopFinding, Turn
 from harness.paths import absolute
 from harness.results.run_files import read_run_file, run_lines
 from harness.results.run_lock import lock_run_dir
+
+VERIFIER_LOG = "verifier.log"  # in an episode's directory
 
 # infra_error: the infrastructure failed (server, connection, disk, container), retries ran out;
 # not a score (left out of rates like an unverified episode), and the next eval reruns it.
@@ -62,6 +66,11 @@ class EpisodeRecord(BaseModel):
     error: EpisodeError | None
     trajectory: str
     verified: bool = False
+    verify_mode: Literal["fresh", "shared"] | None = Field(
+        None,
+        description="Where the tests ran: a fresh sandbox with only the agent's files, or the agent's own "
+        "(Harbor's shared mode, where the agent could have tampered); None until verified.",
+    )
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -156,6 +165,17 @@ class RunStore:
 
     def episode_dir(self, model: str, task_id: str, seed: int) -> Path:
         return self.root / "episodes" / _safe(model) / task_id / f"seed{seed}"
+
+    def write_verifier_log(self, model: str, task_id: str, seed: int, text: str) -> None:
+        """The episode's verifier output as ``verifier.log`` in its directory (a link or anything else
+        the agent may have left at that name is replaced, never written through)."""
+        path = self.episode_dir(model, task_id, seed) / VERIFIER_LOG
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+            path.unlink()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as fh:
+            fh.write(text)
 
     def write_trajectory(self, path: Path, turns: list[Turn]) -> str:
         path.parent.mkdir(parents=True, exist_ok=True)

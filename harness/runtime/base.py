@@ -7,7 +7,8 @@ A sandbox is where the agent's tools act and where the task's tests run afterwar
 - ``agent_workdir``: the working directory as the agent is told it (a local path, or the
   container's ``/workspace`` / the task's WORKDIR);
 - ``tool_params``: what the scaffold's tool specs need to act inside this sandbox;
-- ``finish()`` when the agent is done, ``verify()`` to run the tests inside, ``close()`` to remove it;
+- ``finish()`` when the agent is done, ``verify()`` to run the tests (in a fresh sandbox with the
+  final files for native and SWE-bench tasks, harness/tasks/fresh.py), ``close()`` to remove it;
 - ``run_solution()`` instead of an agent: the task's reference solution, as Harbor's oracle runs it
   (``harness tasks verify``).
 """
@@ -78,7 +79,12 @@ class Runtime(Protocol):
         ...
 
     def cool_down(self) -> None:
-        """After the episodes: what ``warm_up`` started and no episode took, removed."""
+        """After the episodes (and the verifications): what was started ahead and not taken, removed."""
+        ...
+
+    def expect_verifications(self, tasks: list[Task], ahead: int) -> None:
+        """The tasks of the verifications to come, in order: a runtime whose fresh verification
+        sandboxes are slow to start starts ``ahead`` of them now (``cool_down`` removes the rest)."""
         ...
 
     def open(self, task: Task, episode_dir: Path, key: str, *, fresh: bool, tools: bool = True) -> Sandbox:

@@ -11,10 +11,12 @@ starts one). Per episode:
 - the task's starting files copied into its working directory, the scaffold's tools served
   inside it by toolserver.py (the SDK's own executors);
 - when the agent is done, the final files exported to the episode directory (up to the run's
-  export caps: over them the episode is an error and nothing is exported) and the container
-  stopped; verification starts it again, copies the tests in only then, runs them as root
-  there, and removes the container. A container the rollout left behind but that is gone by
-  verification time (a killed run, a cleanup) is rebuilt from the image and the exported files.
+  export caps: over them the episode is an error and nothing is exported). A native or
+  SWE-bench task's container is removed then: its tests run in a fresh container from the image
+  with only those files (container_verify.py). A Harbor task's container is stopped (Harbor's
+  shared mode): verification starts it again, copies the tests in only then, runs them as root
+  there, and removes the container; one that is gone by verification time (a killed run, a
+  cleanup) is rebuilt from the image and the exported files.
 
 Containers a killed run left behind are removed by the next run's ``prepare`` (kept only when
 their episode still waits for verification in that very run).
@@ -35,12 +37,14 @@ from typing import TYPE_CHECKING, Any
 from harness.progress import console
 from harness.runtime.base import ContainerLimits
 from harness.runtime.container_files import export_dir, extract_tar, put_dir, stage_name
+from harness.runtime.container_verify import ExportedSandbox, exec_capped, verifier_name, verify_fresh
 from harness.runtime.export_caps import ExportLimit, ExportLimits
 from harness.runtime.images import AGENT_PYTHON, ensure_sandbox_image
 from harness.runtime.owner import owner_labels, owner_state
 from harness.runtime.task_images import TaskImageError, build_task_image, image_workdir, resolve_task_images
 from harness.runtime.warm import WarmPool
 from harness.tasks import Task, VerifyResult, prepare_workspace
+from harness.tasks.fresh import verify_mode
 from harness.tasks.harbor import LOGS_DIR, SOLUTION_DIR, TESTS_DIR
 from harness.tasks.swebench_grading import grade_logs
 from harness.tasks.verify import score_tests
@@ -55,6 +59,7 @@ LABEL = "harness.episode"  # value: the episode key; every harness container has
 LABEL_RUN = "harness.run"  # a hash of the run directory's path
 LABEL_IPC = "harness.ipc"  # its tool server's directory under IPC_ROOT (a warm container is renamed)
 WARM = "warm"  # LABEL of a container started ahead of the episode that will take it (warm.py)
+VERIFIER = "verify"  # LABEL of a fresh container for one verification (container_verify.py)
 IPC_ROOT = Path(tempfile.gettempdir()) / "harness-ipc"  # short: a unix socket path holds 108 bytes
 IPC_MOUNT = "/run/harness"
 DEFAULT_WORKDIR = "/workspace"
@@ -121,6 +126,7 @@ class ContainerSandbox:
         self._launched = launched  # a warm container's tool server is already starting
         self._id = uuid.uuid4().hex
         self._client: ToolClient | None = None
+        self._exported = False
 
     @property
     def host_workspace(self) -> Path:
@@ -246,21 +252,24 @@ class ContainerSandbox:
         detach(self._id)
         if self._client is not None:
             self._client.close()
-        self.host_workspace.mkdir(parents=True, exist_ok=True)
         too_big: ExportLimit | None = None
         try:
-            export_dir(self.container, self.agent_workdir, self.host_workspace, self.runtime.exports)
+            self._export()
         except ExportLimit as exc:
             too_big = exc
-        except Exception:  # a container already gone has nothing to export
-            pass
+        fresh = verify_mode(self.task) == "fresh"
         with contextlib.suppress(Exception):
-            # At once: the files are out, and ``sleep`` as PID 1 ignores SIGTERM, so a grace
-            # period is only waited out (it was a second per episode).
-            self.container.stop(timeout=0)
-        # The (now empty) shared directory stays until close: the stopped container mounts it
-        # again when verification starts it.
-        if self._ipc_dir is not None:
+            if fresh:  # verified elsewhere: nothing here counts
+                self.container.remove(force=True)
+            else:
+                # At once: the files are out, and ``sleep`` as PID 1 ignores SIGTERM, so a grace
+                # period is only waited out (it was a second per episode).
+                self.container.stop(timeout=0)
+        if fresh and self._ipc_dir is not None:  # nothing mounts it again
+            shutil.rmtree(self._ipc_dir, ignore_errors=True)
+        # Else the (now empty) shared directory stays until close: the stopped container mounts
+        # it again when verification starts it.
+        elif self._ipc_dir is not None:
             for leftover in self._ipc_dir.iterdir():
                 if leftover.is_dir() and not leftover.is_symlink():
                     shutil.rmtree(leftover, ignore_errors=True)
@@ -268,6 +277,17 @@ class ContainerSandbox:
                     leftover.unlink(missing_ok=True)
         if too_big is not None:
             raise too_big
+
+    def _export(self) -> None:
+        """The agent's final files into the episode directory; ExportLimit over the run's caps."""
+        self.host_workspace.mkdir(parents=True, exist_ok=True)
+        self._exported = True
+        try:
+            export_dir(self.container, self.agent_workdir, self.host_workspace, self.runtime.exports)
+        except ExportLimit:
+            raise
+        except Exception:  # a container already gone has nothing to export
+            pass
 
     def _ensure_running(self) -> None:
         self.container.reload()
@@ -315,16 +335,24 @@ class ContainerSandbox:
         know beforehand, and the exec moves them to ``dest``."""
         stage = stage_name()
         put_dir(self.container, src, stage, owner=(0, 0), make=True)
-        return self.container.exec_run(
-            ["sh", "-c", script, "-", dest, stage, LOGS_DIR, self.agent_workdir,
-             "timeout", "-k", "5", f"{timeout:g}", "bash", f"{dest}/{entry}"],
-            user="0",
-            workdir="/",  # the script goes there, once it exists
-            environment=env,
-            demux=demux,
-        )  # fmt: skip
+        cmd = ["sh", "-c", script, "-", dest, stage, LOGS_DIR, self.agent_workdir,
+               "timeout", "-k", "5", f"{timeout:g}", "bash", f"{dest}/{entry}"]  # fmt: skip
+        if demux:  # the tests' output read as a stream, capped (verify)
+            return exec_capped(self.container, cmd, user="0", workdir="/", env=env)
+        return self.container.exec_run(cmd, user="0", workdir="/", environment=env)  # workdir: see script
 
     def verify(self) -> VerifyResult:
+        """The task's tests: in a fresh container with this one's final files (a native or
+        SWE-bench task: this one is removed first), or in this container (Harbor's shared mode)."""
+        if verify_mode(self.task) == "fresh":
+            if not self._exported:  # tasks verify: the reference solution ran here
+                self._export()
+            with contextlib.suppress(Exception):
+                self.container.remove(force=True)
+            return verify_fresh(self.runtime, self.task, self.host_workspace, self._episode_dir)
+        return self._verify_shared()
+
+    def _verify_shared(self) -> VerifyResult:
         """The task's tests in this container, copied in only now, run as root with a time limit."""
         task = self.task
         start = time.monotonic()
@@ -343,13 +371,13 @@ class ContainerSandbox:
         # The tests' output (stdout and stderr in order) on stderr, then what they wrote in the
         # verifier's log directory as a tar on stdout: fetching that with the engine's archive
         # call instead costs more than the tests of a small task.
-        code, (stdout, stderr) = self._staged_run(
+        code, stdout, stderr = self._staged_run(
             _VERIFY_SCRIPT, task.tests_dir, tests, "test.sh", timeout, env, demux=True
         )
-        tail = stderr.decode(errors="replace")[-2000:] if stderr else ""
+        tail = stderr.text()
         timed_out = code in (124, 137)
         with tempfile.TemporaryDirectory(prefix="harness-reward-") as tmp:
-            if not extract_tar(stdout or b"", Path(tmp)):  # no tar in the image: the engine's copy
+            if not extract_tar(stdout, Path(tmp)):  # no tar in the image: the engine's copy
                 with contextlib.suppress(Exception):
                     export_dir(self.container, f"{LOGS_DIR}/verifier", Path(tmp))
             if not timed_out and (graded := grade_logs(task.tests_dir, Path(tmp))) is not None:
@@ -364,7 +392,8 @@ class ContainerSandbox:
             exit_code=None if timed_out else code,
             timed_out=timed_out,
             seconds=time.monotonic() - start,
-            output_tail=tail,
+            output_tail=tail[-2000:],
+            output=tail,
         )
 
     def close(self) -> None:
@@ -434,6 +463,10 @@ class ContainerRuntime:
         self._pool: WarmPool[Task, _Warm] = WarmPool(
             self._make_warm, self._drop_warm, self._warm_spec, settle=self._settle_warm
         )
+        self._verifiers: WarmPool[Task, Container] = WarmPool(
+            self._make_verifier, self._drop_verifier, self._verifier_spec
+        )
+        self._removing: list[threading.Thread] = []  # verifier containers being removed
 
     def prepare(self, run_dir: Path, tasks: list[Task], keep: frozenset[str] = frozenset()) -> None:
         """The sandbox image, and orphans of killed runs removed (``keep``: episode keys of this
@@ -608,8 +641,56 @@ class ContainerRuntime:
         self._pool.expect(tasks, ahead)
 
     def cool_down(self) -> None:
-        """The sandboxes started ahead that no episode took, removed."""
+        """The sandboxes started ahead that no episode (or verification) took, removed."""
         self._pool.discard()
+        self._verifiers.discard()
+        with self._lock:
+            removing, self._removing = self._removing, []
+        for thread in removing:
+            thread.join(timeout=60)
+
+    def expect_verifications(self, tasks: list[Task], ahead: int) -> None:
+        """The verifications to come, in order: ``ahead`` fresh containers for those verified in
+        one (fresh.verify_mode) start now, and each one taken starts the next."""
+        self._verifiers.expect([t for t in tasks if verify_mode(t) == "fresh"], ahead)
+
+    def _verifier_spec(self, task: Task) -> tuple[Any, ...] | None:
+        try:
+            image = self.image(task)
+        except Exception:
+            return None
+        env = tuple(sorted((task.container.env if task.container else {}).items()))
+        return (image, env, self.limits_for(task))
+
+    def _make_verifier(self, task: Task) -> "Container":
+        return self._create(task, verifier_name(self._run), VERIFIER, None, fit=False)
+
+    @staticmethod
+    def _drop_verifier(container: "Container") -> None:
+        with contextlib.suppress(Exception):
+            container.remove(force=True)
+
+    def remove_later(self, container: "Container") -> None:
+        """Remove a verifier container in the background (a running container's removal costs
+        ~0.3 s of the engine's time: not the verification's); ``cool_down`` waits for it."""
+        thread = threading.Thread(target=self._drop_verifier, args=(container,), daemon=True)
+        thread.start()
+        with self._lock:
+            self._removing = [t for t in self._removing if t.is_alive()] + [thread]
+
+    def verifier(self, task: Task) -> "Container":
+        """A new running container from the task's image for one verification (one started ahead
+        when there is one: see expect_verifications)."""
+        container = self._verifiers.take(task)
+        if container is not None:
+            try:
+                container.reload()
+                if container.status == "running":
+                    return container
+            except Exception:
+                pass
+            self._drop_verifier(container)
+        return self._make_verifier(task)
 
     def _warm_spec(self, task: Task) -> tuple[Any, ...] | None:
         """What a sandbox depends on: episodes with equal specs can take each other's."""
@@ -694,10 +775,16 @@ class ContainerRuntime:
 
     def open(
         self, task: Task, episode_dir: Path, key: str, *, fresh: bool, tools: bool = True
-    ) -> ContainerSandbox:
+    ) -> "ContainerSandbox | ExportedSandbox":
         """``tools=False``: a sandbox where nothing runs as the agent (``tasks verify``'s): no tool
         server's directory, and the image is not fitted for the agent (one exec less)."""
         old = self._find(key)
+        if not fresh and verify_mode(task) == "fresh":
+            if old is not None:  # the rollout's container, left by a killed run: nothing in it counts
+                with contextlib.suppress(Exception):
+                    old.remove(force=True)
+                shutil.rmtree(IPC_ROOT / ((old.labels or {}).get(LABEL_IPC) or old.name), ignore_errors=True)
+            return ExportedSandbox(self, task, episode_dir)
         if fresh or old is None:
             if old is not None:
                 old.remove(force=True)  # an interrupted attempt's container

@@ -5,8 +5,10 @@ code): it is extracted only where it cannot reach outside its destination, and o
 export caps (export_caps.py).
 """
 
+import functools
 import io
 import tarfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,6 +43,42 @@ def _tar_of(src: Path, owner: tuple[int, int], under: str = "") -> bytes:
             tar.addfile(own(top))
         for child in sorted(src.iterdir()) if src.is_dir() else ():
             tar.add(child, arcname=f"{under}/{child.name}" if under else child.name, filter=own)
+    return buf.getvalue()
+
+
+def tar_tree(
+    parts: "list[tuple[Path | None, str, tuple[int, int]]]", skip: "frozenset[str] | set[str]" = frozenset()
+) -> bytes:
+    """One tar of several directories, to extract at ``/``: each part is (a directory whose contents
+    go there, or None for an empty one; its path relative to ``/``; the owner of it and of all it
+    holds). Parent directories come first (root's, 0755); no entry is writable by group or others
+    or keeps a set-id bit; names in ``skip`` are left out with all below them."""
+    buf = io.BytesIO()
+    made: set[str] = set()
+
+    def clean(info: tarfile.TarInfo, owner: tuple[int, int]) -> tarfile.TarInfo | None:
+        if info.name in skip or any(info.name.startswith(s + "/") for s in skip):
+            return None
+        info.uid, info.gid = owner
+        info.uname = info.gname = ""
+        info.mode &= 0o755
+        return info
+
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for src, dest, owner in parts:
+            parents = dest.split("/")
+            for i in range(1, len(parents) + 1):
+                name = "/".join(parents[:i])
+                if name in made:
+                    continue
+                made.add(name)
+                top = tarfile.TarInfo(name)
+                top.type, top.mode, top.mtime = tarfile.DIRTYPE, 0o755, int(time.time())
+                top.uid, top.gid = owner if i == len(parents) else (0, 0)
+                tar.addfile(top)
+            owned = functools.partial(clean, owner=owner)
+            for child in sorted(src.iterdir()) if src is not None and src.is_dir() else ():
+                tar.add(child, arcname=f"{dest}/{child.name}", filter=owned)
     return buf.getvalue()
 
 

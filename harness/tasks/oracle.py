@@ -185,6 +185,8 @@ def check_tasks(
             on_done(check)
         return check
 
+    # Each task's two verifications (reference, untouched), their fresh sandboxes started ahead.
+    runtime.expect_verifications([t for t in tasks for _ in range(2)], max(1, concurrency))
     pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="verify")
     try:
         return list(pool.map(one, tasks))
@@ -196,6 +198,7 @@ def check_tasks(
     finally:
         # without waiting: after a stop the running checks end as their sandboxes go
         pool.shutdown(wait=False, cancel_futures=True)
+        runtime.cool_down()
 
 
 def verify_suite(

@@ -1,4 +1,8 @@
-"""Run a task's tests (and its reference solution) against a workspace, with a time limit."""
+"""Run a task's tests (and its reference solution) against a workspace, with a time limit.
+
+Under --runtime local: a native task's tests run in a fresh private directory (fresh.py says what
+that holds and why), a Harbor task's in the agent's workspace (shared mode).
+"""
 
 import contextlib
 import os
@@ -10,9 +14,19 @@ import threading
 import time
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from harness.runtime.procs import end_reaped, end_reaped_sessions, kill_session, reaped
+from harness.tasks.fresh import (
+    VerifyMode,
+    copy_workspace,
+    guarded,
+    read_capped,
+    score_exit,
+    tree_digest,
+    verify_mode,
+    write_local_guard,
+)
 from harness.tasks.harbor import build_workspace, copy_localized, localize, read_reward
 from harness.tasks.loader import Task
 
@@ -27,6 +41,10 @@ class VerifyResult(BaseModel):
     seconds: float
     output_tail: str
     note: str | None = None  # why the tests did not run on the workspace as the agent left it
+    tampering: str | None = None  # what the harness caught the tested code doing (reward 0)
+    mode: VerifyMode = "shared"  # where the tests ran (fresh.py)
+    # The tests' whole output (capped, fresh.OUTPUT_CAP): kept as the episode's verifier.log.
+    output: str = Field("", exclude=True, repr=False)
 
 
 def prepare_workspace(task: Task, dest: Path) -> Path:
@@ -63,6 +81,7 @@ def _run(
 ) -> tuple[int | None, bool, str]:
     """Run ``script`` in its own session; when it ends (or times out, or the run is stopped),
     everything it left running in that session is killed too (a server started with ``&``).
+    Returns its exit status (None: timed out), whether it timed out, and its output (capped).
 
     Output goes to a file, not a pipe: a daemon the script leaves behind holds a pipe open, so
     reading a pipe to its end waited for the daemon, up to the time limit (reward 0 for a pass).
@@ -93,8 +112,7 @@ def _run(
                 _running.discard(proc.pid)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)
-        out.seek(max(0, out.seek(0, os.SEEK_END) - 4000))
-        return code, timed_out, out.read().decode(errors="replace")[-2000:]
+        return code, timed_out, read_capped(out)
 
 
 def _scratch(task: Task, tmp: Path, workspace: Path) -> dict[str, Path]:
@@ -157,6 +175,14 @@ def score_tests(
 
 
 def run_tests(task: Task, workspace: Path, timeout: float | None = None) -> VerifyResult:
+    """Run tests/test.sh on ``workspace``: in a fresh directory for a native task, in place for a
+    Harbor task (fresh.verify_mode)."""
+    if verify_mode(task) == "fresh" and guarded(task):
+        return _run_fresh(task, workspace, timeout or task.limits.verify_timeout_s)
+    return _run_shared(task, workspace, timeout)
+
+
+def _run_shared(task: Task, workspace: Path, timeout: float | None = None) -> VerifyResult:
     """Run tests/test.sh on ``workspace``; hidden tests are copied to a private directory first.
 
     A workspace the agent wrecked (``_wrecked``) is not used in place: the tests run on the
@@ -178,7 +204,7 @@ def run_tests(task: Task, workspace: Path, timeout: float | None = None) -> Veri
         verifier_logs = tmp / "logs" / "verifier"
         reward_file = verifier_logs / "reward.txt"
         verifier_logs.mkdir(parents=True, exist_ok=True)
-        code, timed_out, tail = _run(
+        code, timed_out, output = _run(
             tests / "test.sh",
             workspace,
             timeout or task.limits.verify_timeout_s,
@@ -191,17 +217,89 @@ def run_tests(task: Task, workspace: Path, timeout: float | None = None) -> Veri
             },
         )
         reward, tail = score_tests(
-            code, timed_out, verifier_logs, tail, timeout or task.limits.verify_timeout_s
+            code, timed_out, verifier_logs, output, timeout or task.limits.verify_timeout_s
         )
+    tail += f"\n[harness] {note}: tests ran on the starting files plus what was left" if note else ""
     return VerifyResult(
         resolved=reward >= 1.0,
         reward=reward,
         exit_code=code,
         timed_out=timed_out,
         seconds=time.monotonic() - start,
-        output_tail=tail
-        + (f"\n[harness] {note}: tests ran on the starting files plus what was left" if note else ""),
+        output_tail=tail[-2000:],
         note=note,
+        output=tail,
+    )
+
+
+def _task_python() -> str | None:
+    """The interpreter for native tasks' tests when the user names one ($HARNESS_TASK_PYTHON)."""
+    return os.environ.get("HARNESS_TASK_PYTHON") or None
+
+
+def _run_fresh(task: Task, workspace: Path, timeout: float) -> VerifyResult:
+    """A native task's tests in a new private directory: a copy of the agent's final workspace
+    (its starting files plus what is left, when it wrecked it), the tests, the guarded runner
+    (fresh.py, guard.py) and a ``pytest.ini`` above the tests, so that pytest's rootdir search
+    stops there (a ``pytest.ini`` or ``conftest.py`` the agent left in /tmp is never read). The
+    reward is the exit status; the tests and the runner are checked unchanged afterwards."""
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix=f"verify-{task.id}-") as tmp_name:
+        tmp = Path(tmp_name)
+        ws = tmp / "workspace"
+        note = _wrecked(workspace)
+        if note is not None:
+            _salvage(task, workspace, ws)
+            note += ": tests ran on the starting files plus what was left"
+        else:
+            note = copy_workspace(workspace, ws)
+        tests = tmp / "tests"
+        shutil.copytree(task.tests_dir, tests)
+        (tmp / "pytest.ini").write_text("[pytest]\n")
+        guard_bin = write_local_guard(tmp / "guard", _task_python())
+        logs = tmp / "logs" / "verifier"
+        logs.mkdir(parents=True)
+        kept = tree_digest(tests, tmp / "guard", tmp / "pytest.ini")
+        code, timed_out, output = _run(
+            tests / "test.sh",
+            ws,
+            timeout,
+            {
+                **task.verifier_env,
+                "PYTHON": str(guard_bin / "python"),
+                "PATH": f"{guard_bin}{os.pathsep}{os.environ.get('PATH', os.defpath)}",
+                "TESTS_DIR": str(tests),
+                "TEST_DIR": str(tests),
+                "REWARD_FILE": str(logs / "reward.txt"),
+            },
+        )
+        try:
+            written = read_reward(logs)
+        except ValueError:  # not a number: ignored all the same
+            written = None
+        reward, tampering, remark = score_exit(code, timed_out, written, "$REWARD_FILE", output)
+        if tree_digest(tests, tmp / "guard", tmp / "pytest.ini") != kept:
+            reward = 0.0
+            changed = "the tested code changed the hidden tests or the test runner while they ran"
+            tampering = f"{tampering}; {changed}" if tampering else changed
+    output += remark
+    if timed_out:
+        output += f"\n[harness] tests timed out after {timeout:g} s"
+    if tampering:
+        output += f"\n[harness] scored 0: {tampering}"
+    if note:
+        output += f"\n[harness] {note}"
+    return VerifyResult(
+        resolved=reward >= 1.0,
+        reward=reward,
+        exit_code=code,
+        timed_out=timed_out,
+        seconds=time.monotonic() - start,
+        output_tail=output[-2000:],
+        note=note,
+        tampering=tampering,
+        mode="fresh",
+        output=output,
     )
 
 
@@ -210,16 +308,16 @@ def run_solution(task: Task, workspace: Path, timeout: float = 300) -> tuple[boo
     if not task.solution.is_file():
         return False, f"{task.solution} is missing"
     if task.container is None:
-        code, timed_out, tail = _run(task.solution, workspace, timeout, {})
-        return code == 0 and not timed_out, tail
+        code, timed_out, output = _run(task.solution, workspace, timeout, {})
+        return code == 0 and not timed_out, output[-2000:]
     with tempfile.TemporaryDirectory(prefix=f"solve-{task.id}-") as tmp_name:
         tmp = Path(tmp_name)
         paths = _scratch(task, tmp, workspace)
         copy_localized(task.solution.parent, tmp / "solution", paths)
-        code, timed_out, tail = _run(
+        code, timed_out, output = _run(
             tmp / "solution" / task.solution.name,
             workspace,
             timeout,
             {**_container_env(task, paths), **task.solution_env},
         )
-    return code == 0 and not timed_out, tail
+    return code == 0 and not timed_out, output[-2000:]

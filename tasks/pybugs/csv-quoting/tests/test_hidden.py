@@ -1,7 +1,7 @@
 import os
 import sys
 
-sys.path.insert(0, os.environ.get("WORKSPACE", "."))
+sys.path.append(os.environ.get("WORKSPACE", "."))  # after the standard library: never shadows it
 
 import csv
 import datetime as dt

@@ -2,7 +2,7 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.environ.get("WORKSPACE", "."))
+sys.path.append(os.environ.get("WORKSPACE", "."))  # after the standard library: never shadows it
 
 from decimal import Decimal  # noqa: E402
 

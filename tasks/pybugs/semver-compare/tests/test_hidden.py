@@ -2,7 +2,7 @@ import os
 import random
 import sys
 
-sys.path.insert(0, os.environ.get("WORKSPACE", "."))
+sys.path.append(os.environ.get("WORKSPACE", "."))  # after the standard library: never shadows it
 
 import pytest  # noqa: E402
 
