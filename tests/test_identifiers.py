@@ -8,7 +8,9 @@ directory name, and a hand-written SWE-bench task's ``base_commit`` that ``git d
 ``--output=FILE``.
 """
 
+import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -151,3 +153,53 @@ def test_the_checks_themselves() -> None:
     for bad in ("--upload-pack=x", "HEAD", "abc", "0123abc..def4567", "g" * 40, None):
         with pytest.raises(BadIdentifier, match="not a commit id"):
             check_commit(bad, "x")
+
+
+def test_export_preds_runs_no_command_the_agents_repository_names(tmp_path: Path) -> None:
+    """The agent's .git is diffed in a copy on this machine: its config could name commands that
+    `git add` / `git diff` run (core.fsmonitor, a filter driver's clean, an external diff)."""
+    ran = tmp_path / "ran"
+    ran.mkdir()
+    stamp = {"GIT_AUTHOR_DATE": "2020-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2020-01-01T00:00:00Z"}
+    commit = "git init -q && git -c user.email=a@b -c user.name=a commit -q --allow-empty -m base"
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    subprocess.run(["bash", "-c", commit], cwd=probe, env={**os.environ, **stamp}, check=True)
+    base = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=probe, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    task = _task(
+        tmp_path / "suite", "planted", toml=f'[task]\ncategory = "swe-bench"\nbase_commit = "{base}"\n'
+    )
+    (task / "environment" / "repo").mkdir()
+    plant = " && ".join(
+        [
+            "export " + " ".join(f"{k}={v}" for k, v in stamp.items()),
+            commit,
+            f"git config core.fsmonitor 'touch {ran}/fsmonitor'",
+            f"git config filter.evil.clean 'touch {ran}/filter; cat'",
+            f"git config diff.external 'touch {ran}/diff'",
+            "echo '* filter=evil' > .gitattributes",
+            f"printf '#!/bin/sh\\ntouch {ran}/hook\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit",
+            "echo fixed > fix.txt",
+        ]
+    )
+    script = [
+        ScriptedResponse(tool_calls=[ScriptedCall(name="terminal", arguments={"command": plant})]),
+        ScriptedResponse(tool_calls=[ScriptedCall(name="finish", arguments={"message": "done"})]),
+    ]
+    run = tmp_path / "run"
+    with ReplayServer(ReplayScript(model="scripted", responses=script)) as server:
+        run_eval(
+            EvalConfig(
+                runtime="local", models=("scripted",), tasks=str(task), base_url=server.base_url, run_dir=run
+            )
+        )
+    ran_before = sorted(p.name for p in ran.iterdir())  # the agent's own git commands ran nothing either
+    done = run_harness("export-preds", str(run), "--out", str(tmp_path / "preds.jsonl"))
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in ran.iterdir()) == ran_before == [], sorted(p.name for p in ran.iterdir())
+    lines = (tmp_path / "preds.jsonl").read_text().splitlines()
+    assert lines, done.stderr
+    patch = json.loads(lines[0])["model_patch"]
+    assert "+fixed" in patch and "fix.txt" in patch

@@ -23,9 +23,16 @@ from harness.tasks.identifiers import check_commit
 _JUNK = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".git", ".mypy_cache")
 
 
+# Settings that make git run a command, for every call: the agent's repository must not choose them.
+_NO_COMMANDS = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.sshCommand=false")
+# The whole configuration of an agent's repository copy: its own may name commands (fsmonitor,
+# filter drivers run by `git add`, external diff and textconv drivers, hooks).
+_SAFE_CONFIG = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n"
+
+
 def _git(repo: Path, *args: str) -> str:
     done = subprocess.run(
-        ["git", "-c", "core.symlinks=true", "-c", "core.autocrlf=false", *args],
+        ["git", "-c", "core.symlinks=true", "-c", "core.autocrlf=false", *_NO_COMMANDS, *args],
         cwd=repo,
         capture_output=True,
         text=True,
@@ -84,16 +91,40 @@ def _swebench_patch(task: Task, final: Path) -> str:
     (its .gitignore honoured: build output such as *.egg-info stays out), diffed against
     ``base_commit``, in a scratch copy."""
     base = str(task.metadata.get("base_commit") or "")
-    if not (final / ".git").is_dir() or not base:
+    dot_git = final / ".git"
+    # A .git that is a link or a `gitdir:` file would make git use a repository outside the run.
+    if dot_git.is_symlink() or not dot_git.is_dir() or not base:
         return workspace_patch(task.path / "environment" / "repo", final)
     check_commit(base, f"{task.path / 'task.toml'}: base_commit")  # git diff would take an option
     with tempfile.TemporaryDirectory(prefix="harness-diff-") as tmp:
         repo = Path(tmp) / "repo"
         shutil.copytree(final, repo, symlinks=True)
+        _disarm(repo / ".git")
         _git(repo, "add", "-A", ".")
         return _git(
-            repo, "diff", "--cached", "--no-color", "--binary", "--no-renames", "--end-of-options", base
+            repo,
+            "diff",
+            "--cached",
+            "--no-color",
+            "--binary",
+            "--no-renames",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--end-of-options",
+            base,
         )
+
+
+def _disarm(git_dir: Path) -> None:
+    """The agent's repository copy without what could run a command on this machine when git
+    reads it: its configuration replaced (objects, refs and index kept), its hooks removed."""
+    (git_dir / "config").unlink(missing_ok=True)  # a link is replaced, never written through
+    (git_dir / "config").write_text(_SAFE_CONFIG)
+    hooks = git_dir / "hooks"
+    if hooks.is_symlink() or hooks.is_file():
+        hooks.unlink()
+    elif hooks.is_dir():
+        shutil.rmtree(hooks)
 
 
 def _patch_from_start(task: Task, final: Path) -> str:
