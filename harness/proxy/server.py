@@ -103,7 +103,9 @@ class Proxy:
         self._routes: dict[str, _Route] = {}
         self._lock = threading.Lock()
         self._numbers = itertools.count(1)
-        self._sock = socket.socket()
+        # IPPROTO_TCP named: asyncio sets TCP_NODELAY on accepted connections only for such a
+        # socket; without it a response's head and body (two writes) wait out a 40 ms delayed ACK.
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         self._sock.bind(("127.0.0.1", 0))
         self.port = int(self._sock.getsockname()[1])
         app = ProxyApp(lambda slug: self._routes.get(slug), self.api_key, self.config)
