@@ -377,3 +377,21 @@ def test_the_proxy_stops_cleanly_with_a_request_in_flight() -> None:
     assert not left
     with pytest.raises(OSError), socket.create_connection(("127.0.0.1", proxy.port), timeout=1):
         pass
+
+
+def test_a_streamed_answer_is_recorded_before_the_agent_sees_its_end(tmp_path: Path) -> None:
+    script = ReplayScript(
+        responses=[ScriptedResponse(tool_calls=[_call("ls")])], when_exhausted="repeat_last"
+    )
+    with ReplayServer(script) as replay, serve_proxy(Upstream(replay.base_url)) as proxy:
+        for i in range(30):  # an episode that ends the moment its last stream does
+            endpoint = proxy.episode(f"m/task-{i}/seed1", record=tmp_path / f"{i}.jsonl")
+            c = client(endpoint.openai_url, endpoint.api_key)
+            list(
+                c.chat.completions.create(
+                    model="scripted", messages=[{"role": "user", "content": "go"}], stream=True
+                )
+            )
+            endpoint.release()
+            assert len(endpoint.watch.turns) == 1
+            assert [r.kind for r in read_records(tmp_path / f"{i}.jsonl")] == ["exchange", "turn"]

@@ -349,41 +349,28 @@ class ProxyApp:
         send: Send,
     ) -> None:
         """Pass an event stream on chunk by chunk while reassembling it; a client that leaves
-        cancels the upstream request, an upstream that breaks cuts the client."""
+        cancels the upstream request, an upstream that breaks cuts the client. The exchange is
+        recorded (and its turn begun) before the client sees the stream's end ([DONE], or the end
+        of the body), so a runner that finishes the episode at once finds it there."""
         assembler = StreamAssembler()
         headers = [(k.encode(), v.encode()) for k, v in self._passed(upstream).items()]
-        error: str | None = None
+        settled = False
 
-        async def pump() -> None:
-            await send({"type": "http.response.start", "status": 200, "headers": headers})
-            async for chunk in upstream.aiter_bytes():
-                assembler.feed(chunk)
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-        try:
-            await _unless_gone(pump(), receive)
-        except _ClientGone:
-            error = _GONE
-        except httpx.HTTPError as exc:
-            if isinstance(exc, httpx.TimeoutException):
-                error = f"the upstream stalled mid-stream ({self.config.read_timeout_s:g} s without a byte)"
-            else:
-                error = f"the upstream's stream broke: {type(exc).__name__}: {exc}"
-            raise _UpstreamBroke(error) from exc
-        finally:
-            await upstream.aclose()
+        def settle(error: str | None) -> None:
+            nonlocal settled
+            if settled:  # the client left between the record and the stream's end
+                return
+            settled = True
             assembler.close()
             completion = assembler.completion()
             turn = None
-            if error is None:
+            if error is None and assembler.error is None:
                 problem = None
-                if assembler.problem or (completion is None and assembler.error is None):
+                if assembler.problem or completion is None:
                     problem = (
                         f"the upstream's stream is not a chat completion: {assembler.problem or 'no chunks'}"
                     )
-                if assembler.error is None:
-                    turn = route.watch.response(n, body, completion, problem)
+                turn = route.watch.response(n, body, completion, problem)
             self._record(
                 route,
                 n,
@@ -397,6 +384,30 @@ class ProxyApp:
                 turn=turn,
                 error=error,
             )
+
+        async def pump() -> None:
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            async for chunk in upstream.aiter_bytes():
+                assembler.feed(chunk)
+                if assembler.done:  # a client stops reading at [DONE]: the record first
+                    settle(None)
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            settle(None)
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+        try:
+            await _unless_gone(pump(), receive)
+        except _ClientGone:
+            settle(_GONE)
+        except httpx.HTTPError as exc:
+            if isinstance(exc, httpx.TimeoutException):
+                error = f"the upstream stalled mid-stream ({self.config.read_timeout_s:g} s without a byte)"
+            else:
+                error = f"the upstream's stream broke: {type(exc).__name__}: {exc}"
+            settle(error)
+            raise _UpstreamBroke(error) from exc
+        finally:
+            await upstream.aclose()
 
     def _stop(self, route: Route, n: int, at: float, body: Any, answer: StopAnswer, stream: bool) -> Response:
         """The answer once the episode's loop is certain (the request is not forwarded)."""
