@@ -156,6 +156,10 @@ def _as_events(completion: dict[str, Any]) -> bytes:
     return b"".join(b"data: " + orjson.dumps(c) + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
 
 
+def _events(response: httpx.Response) -> bool:
+    return response.headers.get("content-type", "").startswith("text/event-stream")
+
+
 def _text(content: bytes, limit: int) -> str:
     return content[:limit].decode(errors="replace")
 
@@ -281,9 +285,21 @@ class ProxyApp:
             return self._unreachable(route, n, at, "chat/completions", exc)
         headers["content-type"] = "application/json"
         request = self._client.build_request("POST", url, content=raw, headers=headers)
+        client = self._client
+
+        async def fetch() -> tuple[httpx.Response, bytes | None]:
+            """The upstream's answer and its body (None: an event stream, to be relayed)."""
+            upstream = await client.send(request, stream=True)
+            if stream and upstream.status_code == 200 and _events(upstream):
+                return upstream, None
+            try:
+                return upstream, await upstream.aread()
+            finally:
+                await upstream.aclose()
+
         started = time.monotonic()
         try:
-            upstream = await _unless_gone(self._client.send(request, stream=True), receive)
+            upstream, content = await _unless_gone(fetch(), receive)
         except _ClientGone:
             self._record(route, n, at, "chat/completions", body, 499, stream=stream, error=_GONE)
             return Response(status_code=499)
@@ -291,27 +307,15 @@ class ProxyApp:
             status, message = _fault(exc, url, self.config.read_timeout_s)
             self._record(route, n, at, "chat/completions", body, status, stream=stream, error=message)
             return _error(status, message, "BadGatewayError" if status == 502 else "GatewayTimeoutError")
-        events = upstream.headers.get("content-type", "").startswith("text/event-stream")
-        if stream and upstream.status_code == 200 and events:
+        if content is None:
             await self._relay(route, n, at, body, upstream, started, receive, send)
             return None
-        try:
-            content = await _unless_gone(upstream.aread(), receive)
-        except _ClientGone:
-            self._record(route, n, at, "chat/completions", body, 499, stream=stream, error=_GONE)
-            return Response(status_code=499)
-        except httpx.HTTPError as exc:
-            status, message = _fault(exc, url, self.config.read_timeout_s)
-            self._record(route, n, at, "chat/completions", body, status, stream=stream, error=message)
-            return _error(status, message, "BadGatewayError" if status == 502 else "GatewayTimeoutError")
-        finally:
-            await upstream.aclose()
         elapsed = time.monotonic() - started
         status = upstream.status_code
         parsed = _json(content)
         turn = None
         if status == 200:
-            if events:  # a stream to a request that did not ask for one: read it as one
+            if _events(upstream):  # a stream to a request that did not ask for one: read it as one
                 assembler = StreamAssembler()
                 assembler.feed(content)
                 assembler.close()
