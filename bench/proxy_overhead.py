@@ -8,7 +8,8 @@ directory and watching every turn (assembly, validation, loop monitor).
 
 1. Per-turn overhead: a --turns-turn episode straight to the replay server and through the proxy,
    alternated --reps times; the median time per turn of each, for each replay delay in --delays
-   (0: the bare hop; a model answers in tenths of seconds at best).
+   (0: the bare hop; a model answers in tenths of seconds at best), and the CPU time the proxy's
+   thread spent per turn (what it costs the harness process, whatever the machine's load).
 2. Latency at --streams concurrent streaming episodes: each request's time to its last chunk,
    straight and through the proxy (p50/p95), and the proxy's own part of each proxied request:
    the client's time minus the upstream's time as the proxy recorded it.
@@ -137,14 +138,17 @@ def per_turn(args: argparse.Namespace, folder: Path) -> None:
     print(
         f"1. per-turn time of a {args.turns}-turn episode (median of {args.reps}, alternated; obs {args.obs_chars} chars)"
     )
-    print(f"   {'replay delay':>12} {'direct ms':>10} {'proxied ms':>11} {'overhead ms':>12} {'overhead':>9}")
+    print(
+        f"   {'replay delay':>12} {'direct ms':>10} {'proxied ms':>11} {'overhead ms':>12} {'overhead':>9}"
+        f" {'proxy CPU ms':>12}"
+    )
     for delay in args.delays:
         proc, url = start_replay(script(args.turns, delay), folder)
         try:
             with serve_proxy(ExternalEndpoint(url, "EMPTY", "replay")) as proxy:
                 direct_c = client(url, "EMPTY")
                 episode(direct_c, args.turns, args.obs_chars, stream=False, task="warm-up")
-                direct, proxied = [], []
+                direct, proxied, cpu = [], [], []
                 for rep in range(args.reps):
                     t0 = time.perf_counter()
                     episode(direct_c, args.turns, args.obs_chars, stream=False, task=f"direct {rep}")
@@ -152,6 +156,7 @@ def per_turn(args: argparse.Namespace, folder: Path) -> None:
                     with proxy.episode(
                         f"replay/task/seed{rep}", record=folder / f"turns-{delay}-{rep}.jsonl"
                     ) as ep:
+                        c0 = proxy.cpu_s
                         t0 = time.perf_counter()
                         episode(
                             client(ep.openai_url, ep.api_key),
@@ -161,12 +166,14 @@ def per_turn(args: argparse.Namespace, folder: Path) -> None:
                             task=f"proxied {rep}",
                         )
                         proxied.append((time.perf_counter() - t0) / args.turns)
+                        cpu.append((proxy.cpu_s - c0) / args.turns)
                         assert len(ep.watch.turns) == args.turns - 1
         finally:
             proc.kill()
             proc.wait()
         d, p = statistics.median(direct) * 1e3, statistics.median(proxied) * 1e3
-        print(f"   {delay:>10g} s {d:>10.2f} {p:>11.2f} {p - d:>12.2f} {100 * (p - d) / d:>8.1f}%")
+        c = statistics.median(cpu) * 1e3
+        print(f"   {delay:>10g} s {d:>10.2f} {p:>11.2f} {p - d:>12.2f} {100 * (p - d) / d:>8.1f}% {c:>12.2f}")
 
 
 def concurrent(args: argparse.Namespace, folder: Path) -> None:
@@ -193,6 +200,7 @@ def concurrent(args: argparse.Namespace, folder: Path) -> None:
             t.join()
         proxy: Proxy
         with serve_proxy(ExternalEndpoint(url, "EMPTY", "replay")) as proxy:
+            c0 = proxy.cpu_s
             endpoints = [
                 proxy.episode(f"replay/task/seed{k}", record=folder / f"stream-{k}.jsonl") for k in range(n)
             ]
@@ -205,6 +213,7 @@ def concurrent(args: argparse.Namespace, folder: Path) -> None:
                 t.start()
             for t in threads:
                 t.join()
+            cpu_ms = (proxy.cpu_s - c0) / (n * args.turns) * 1e3
             for ep in endpoints:
                 ep.release()
         for k in range(n):
@@ -225,6 +234,7 @@ def concurrent(args: argparse.Namespace, folder: Path) -> None:
     print(
         f"   {'the proxy own part':>24} {q(own, 50):>8.2f} {q(own, 95):>8.2f}   (client time - upstream time)"
     )
+    print(f"   the proxy thread's CPU: {cpu_ms:.2f} ms per request")
 
 
 def startup() -> None:

@@ -128,6 +128,14 @@ class Proxy:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def cpu_s(self) -> float:
+        """CPU seconds the proxy's thread has used so far (what it costs the harness process)."""
+        ident = self._thread.ident
+        if ident is None or not self._thread.is_alive():
+            return 0.0
+        return time.clock_gettime(time.pthread_getcpuclockid(ident))
+
     def start(self) -> Self:
         self._thread.start()
         deadline = time.monotonic() + 10
