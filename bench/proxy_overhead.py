@@ -12,7 +12,8 @@ directory and watching every turn (assembly, validation, loop monitor).
    thread spent per turn (what it costs the harness process, whatever the machine's load).
 2. Latency at --streams concurrent streaming episodes: each request's time to its last chunk,
    straight and through the proxy (p50/p95), and the proxy's own part of each proxied request:
-   the client's time minus the upstream's time as the proxy recorded it.
+   the agent's time minus the upstream's as the proxy recorded it (agent-side work included), and
+   the time inside the proxy (arrival to the answer's end) minus the upstream's.
 
     .venv/bin/python bench/proxy_overhead.py [--turns 20] [--reps 10] [--delays 0,0.2] [--streams 16]
 """
@@ -186,6 +187,7 @@ def concurrent(args: argparse.Namespace, folder: Path) -> None:
         direct: list[float] = []
         proxied: list[float] = []
         own: list[float] = []
+        inside: list[float] = []
         lock = threading.Lock()
 
         def run(k: int, target: str, key: str, out: list[float]) -> None:
@@ -221,6 +223,7 @@ def concurrent(args: argparse.Namespace, folder: Path) -> None:
             assert len(exchanges) == args.turns and all(e.status == 200 for e in exchanges)
             proxied += per_episode[k]
             own += [c - e.upstream_s for c, e in zip(per_episode[k], exchanges, strict=True)]
+            inside += [e.took_s - e.upstream_s for e in exchanges]
     finally:
         proc.kill()
         proc.wait()
@@ -232,7 +235,12 @@ def concurrent(args: argparse.Namespace, folder: Path) -> None:
     print(f"   {'straight to the replay':>24} {q(direct, 50):>8.2f} {q(direct, 95):>8.2f}")
     print(f"   {'through the proxy':>24} {q(proxied, 50):>8.2f} {q(proxied, 95):>8.2f}")
     print(
-        f"   {'the proxy own part':>24} {q(own, 50):>8.2f} {q(own, 95):>8.2f}   (client time - upstream time)"
+        f"   {'agent - upstream time':>24} {q(own, 50):>8.2f} {q(own, 95):>8.2f}"
+        "   (the agent's time minus the upstream's, as the proxy recorded it)"
+    )
+    print(
+        f"   {'inside the proxy':>24} {q(inside, 50):>8.2f} {q(inside, 95):>8.2f}"
+        "   (from the request's arrival to its answer's end, minus the upstream's time)"
     )
     print(f"   the proxy thread's CPU: {cpu_ms:.2f} ms per request")
 

@@ -271,11 +271,11 @@ class ProxyApp:
 
     async def _chat(self, route: Route, scope: Scope, receive: Receive, send: Send) -> Response | None:
         assert self._client is not None
+        at = time.time()
         raw = await Request(scope, receive).body()
         body = _json(raw)
         stream = isinstance(body, dict) and body.get("stream") is True
         watch = route.watch
-        at = time.time()
         n, answer = watch.request(body)
         if answer is not None:
             return self._stop(route, n, at, body, answer, stream)
@@ -482,6 +482,7 @@ class ProxyApp:
                 body=_text(raw, self.config.record_body_chars) if raw is not None and not_json else None,
                 error=error,
                 upstream_s=upstream_s,
+                took_s=time.time() - at,
                 turn=turn,
             )
         )

@@ -35,6 +35,7 @@ class Exchange(BaseModel):
     body: str | None = Field(None, description="The upstream's body as text when it is not JSON (cut).")
     error: str | None = Field(None, description="What went wrong on the way (the upstream, the client).")
     upstream_s: float = Field(0.0, description="Seconds from forwarding to the upstream's last byte.")
+    took_s: float = Field(0.0, description="Seconds from the request's arrival to its answer's end.")
     turn: int | None = Field(None, description="The turn this answer became (None: not a turn).")
 
 
