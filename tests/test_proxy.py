@@ -120,7 +120,7 @@ def test_interleaved_episodes_are_each_attributed_their_own_requests(tmp_path: P
         pick="by_turn",
         responses=[ScriptedResponse(tool_calls=[_call(f"step {i}")], delay=0.02) for i in range(6)],
     )
-    names = [f"model/task-{i}/seed1" for i in range(6)]
+    names = [f"model/task-{i}/seed1" for i in range(16)]  # 16 agents at once, 3 of them streaming
     results: dict[str, list[dict[str, Any]]] = {}
     with ReplayServer(script) as replay, serve_proxy(Upstream(replay.base_url)) as proxy:
         endpoints = {n: proxy.episode(n, record=tmp_path / f"{i}.jsonl") for i, n in enumerate(names)}
@@ -131,7 +131,7 @@ def test_interleaved_episodes_are_each_attributed_their_own_requests(tmp_path: P
                 client(ep.openai_url, ep.api_key),
                 f"task of {name}",
                 5,
-                stream=name.endswith("3/seed1"),
+                stream=name.endswith(("3/seed1", "7/seed1")),
                 observe=lambda t, call: f"output {t} of {name}",
             )
 
@@ -268,16 +268,22 @@ def _looping_script(stream_first: bool = False) -> ReplayScript:
 
 def test_a_scripted_loop_is_stopped_at_the_right_turn_with_an_error(tmp_path: Path) -> None:
     found: list[LoopFinding] = []
+    turns_then: list[int] = []
     record = tmp_path / "calls.jsonl"
     with ReplayServer(_looping_script()) as replay, serve_proxy(Upstream(replay.base_url)) as proxy:
-        endpoint = proxy.episode("m/task/seed1", record=record, on_loop=found.append)
+
+        def on_loop(finding: LoopFinding) -> None:  # a runner's callback may read the watch
+            found.append(finding)
+            turns_then.append(len(endpoint.watch.turns))
+
+        endpoint = proxy.episode("m/task/seed1", record=record, on_loop=on_loop)
         c = client(endpoint.openai_url, endpoint.api_key)
         with pytest.raises(
             openai.BadRequestError, match=r"loop.*repeat_call from turn 1, seen at turn 4"
         ) as err:
             tool_agent(c, "fix it", 20, observe=lambda t, call: "1 failed, 2 passed" if t else "setup()")
         assert replay.served == 5  # turns 0..4 reached the model; the 6th request was answered by the proxy
-        assert endpoint.watch.stopped.is_set() and len(found) == 1
+        assert endpoint.watch.stopped.is_set() and len(found) == 1 and turns_then == [5]
         # every later request gets the same answer at once, streamed or not
         for stream in (False, True):
             t0 = time.monotonic()

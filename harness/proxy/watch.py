@@ -4,7 +4,8 @@ to the loop monitor, and, once a loop is certain, the answer that ends it.
 The proxy's event loop calls ``request`` when a request arrives and ``response`` when its answer
 is complete; the episode's runner reads ``turns``, ``formats``, ``loop`` and ``stopped`` from its
 own thread, and calls ``finish`` when the episode is over. Every method takes the watch's lock.
-Callbacks run on the proxy's thread while it holds that lock: keep them short (set an Event).
+Callbacks run on the proxy's thread (after the lock is released, so they may read the watch):
+keep them short (set an Event), every episode's requests wait for them.
 
 An episode's requests are expected one at a time (an agent's loop waits for each answer); when
 two overlap, turns follow the order in which their answers complete.
@@ -75,6 +76,7 @@ class EpisodeWatch:
         self._tools: Any = None  # the last request's tools and what they validate as
         self._schemas: tuple[ToolSchemas, bool] | None = None
         self._finished = False
+        self._due: list[tuple[Callable[..., None], tuple[Any, ...]]] = []  # callbacks to run unlocked
         self._file: IO[bytes] | None = None
         if record is not None:
             record.parent.mkdir(parents=True, exist_ok=True)
@@ -113,51 +115,57 @@ class EpisodeWatch:
     def request(self, body: Any) -> tuple[int, StopAnswer | None]:
         """A chat request arrived: its number, and the answer to give instead of forwarding it
         (None: forward). Its messages complete the turn the previous answer began."""
-        with self._lock:
-            n = self._exchanges
-            self._exchanges += 1
-            if not self.config.watch or not isinstance(body, dict):
+        try:
+            with self._lock:
+                n = self._exchanges
+                self._exchanges += 1
+                if not self.config.watch or not isinstance(body, dict):
+                    return n, None
+                messages = as_list(body.get("messages"))
+                pending, self._pending = self._pending, None
+                if pending is not None:
+                    # The answer's text came back as an assistant message: what follows it observed it.
+                    # A request without it (a retry of the same prompt) observed nothing.
+                    seen = assistants(messages) > pending.assistants
+                    self._complete(pending, observation(messages) if seen else "", n)
+                if self.stopped.is_set():
+                    return n, self.config.stop_answer()
                 return n, None
-            messages = as_list(body.get("messages"))
-            pending, self._pending = self._pending, None
-            if pending is not None:
-                # The answer's text came back as an assistant message: what follows it observed it.
-                # A request without it (a retry of the same prompt) observed nothing.
-                seen = assistants(messages) > pending.assistants
-                self._complete(pending, observation(messages) if seen else "", n)
-            if self.stopped.is_set():
-                return n, self.config.stop_answer()
-            return n, None
+        finally:
+            self._run_due()  # outside the lock: a callback may read the watch
 
     def response(self, n: int, body: Any, completion: Any, problem: str | None = None) -> int | None:
         """Request ``n`` (its body) was answered 200 with ``completion`` (parsed; None: the body
         was not JSON, ``problem`` says why): the turn it begins, or None (not watching)."""
-        with self._lock:
-            if not self.config.watch or not isinstance(body, dict) or self._finished:
-                return None
-            if self._pending is not None:  # two requests overlapped: the older answer saw nothing
-                self._complete(self._pending, "", n)
-                self._pending = None
-            index = len(self._turns)
-            actions = self.config.actions
-            if problem is None:
-                turn, problem = completion_turn(index, completion, actions)
-            else:
-                turn = Turn(index=index)
-            if problem is not None:
-                fmt = TurnFormat(
-                    errors=(FormatError(category=FormatCategory.empty_response, detail=problem),)
-                )
-            else:
-                schemas = self._schemas_for(body.get("tools"))
-                fmt = (
-                    validate_turn(turn, schemas[0], expect_tool_call=schemas[1])
-                    if schemas is not None
-                    else TurnFormat()
-                )
-            messages = as_list(body.get("messages"))
-            self._pending = _Pending(turn, fmt, assistants(messages), problem is not None)
-            return index
+        try:
+            with self._lock:
+                if not self.config.watch or not isinstance(body, dict) or self._finished:
+                    return None
+                if self._pending is not None:  # two requests overlapped: the older answer saw nothing
+                    self._complete(self._pending, "", n)
+                    self._pending = None
+                index = len(self._turns)
+                actions = self.config.actions
+                if problem is None:
+                    turn, problem = completion_turn(index, completion, actions)
+                else:
+                    turn = Turn(index=index)
+                if problem is not None:
+                    fmt = TurnFormat(
+                        errors=(FormatError(category=FormatCategory.empty_response, detail=problem),)
+                    )
+                else:
+                    schemas = self._schemas_for(body.get("tools"))
+                    fmt = (
+                        validate_turn(turn, schemas[0], expect_tool_call=schemas[1])
+                        if schemas is not None
+                        else TurnFormat()
+                    )
+                messages = as_list(body.get("messages"))
+                self._pending = _Pending(turn, fmt, assistants(messages), problem is not None)
+                return index
+        finally:
+            self._run_due()  # outside the lock: a callback may read the watch
 
     def record(self, exchange: Exchange) -> None:
         """Write an exchange (its request body's messages as the delta since the previous one)."""
@@ -179,15 +187,18 @@ class EpisodeWatch:
 
     def finish(self) -> list[Turn]:
         """The episode is over: its last turn is whole (nothing observed it); all turns."""
-        with self._lock:
-            if self._pending is not None:
-                self._complete(self._pending, "", self._exchanges)
-                self._pending = None
-            self._finished = True
-            if self._file is not None:
-                self._file.close()
-                self._file = None
-            return list(self._turns)
+        try:
+            with self._lock:
+                if self._pending is not None:
+                    self._complete(self._pending, "", self._exchanges)
+                    self._pending = None
+                self._finished = True
+                if self._file is not None:
+                    self._file.close()
+                    self._file = None
+                return list(self._turns)
+        finally:
+            self._run_due()  # outside the lock: a callback may read the watch
 
     # ---- inside the lock ---------------------------------------------------------------------------
     def _schemas_for(self, tools: Any) -> tuple[ToolSchemas, bool] | None:
@@ -224,10 +235,16 @@ class EpisodeWatch:
             self._file.flush()  # an episode killed mid-way keeps what it did
 
     def _call(self, fn: Callable[..., None], *args: Any) -> None:
-        try:
-            fn(*args)
-        except Exception:  # a runner's callback must not take the proxy down
-            log.exception("proxy: a callback of episode %s failed", self.key)
+        self._due.append((fn, args))
+
+    def _run_due(self) -> None:
+        with self._lock:
+            due, self._due = self._due, []
+        for fn, args in due:
+            try:
+                fn(*args)
+            except Exception:  # a runner's callback must not take the proxy down
+                log.exception("proxy: a callback of episode %s failed", self.key)
 
 
 def _common_prefix(a: list[Any], b: list[Any]) -> int:
