@@ -208,11 +208,11 @@ def test_a_body_that_is_no_completion_passes_as_sent_and_is_a_format_finding(
         with serve_proxy(Upstream(upstream.base_url)) as p:
             endpoint = p.episode("m/task/seed1", record=tmp_path / "calls.jsonl")
             headers = {"authorization": f"Bearer {endpoint.api_key}"}
-            for _ in range(2):  # and the proxy still serves
+            for _ in range(3):  # and the proxy still serves
                 via = httpx.post(f"{endpoint.openai_url}/chat/completions", json=ASK, headers=headers)
                 assert (via.status_code, via.content) == (direct.status_code, direct.content)
             turns, formats = endpoint.watch.finish(), endpoint.watch.formats
-    assert len(turns) == 2 and turns[0].text == "" and not turns[0].tool_calls
+    assert len(turns) == 3 and turns[0].text == "" and not turns[0].tool_calls
     assert [e.category.value for e in formats[0].errors] == ["empty_response"] and why in formats[0].errors[
         0
     ].detail
