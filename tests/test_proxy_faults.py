@@ -223,3 +223,23 @@ def test_a_body_that_is_no_completion_passes_as_sent_and_is_a_format_finding(
     if mode == "not_json":
         assert exchange.body == direct.text and exchange.response is None
     assert any(isinstance(r, TurnRecord) and r.format.errors for r in records)
+
+
+def test_an_upstream_not_up_is_a_502_and_a_restart_elsewhere_is_followed(tmp_path: Path) -> None:
+    from harness.replay.endpoint import ReplayEndpoint
+
+    script = tmp_path / "script.json"
+    script.write_text(
+        '{"model": "scripted", "responses": [{"content": "hello"}], "when_exhausted": "repeat_last"}'
+    )
+    upstream = ReplayEndpoint(f"replay:{script}", idle_timeout=0)
+    with serve_proxy(upstream) as p:  # type: ignore[arg-type]
+        endpoint = p.episode("m/task/seed1")
+        c = client(endpoint.openai_url, endpoint.api_key)
+        down = _failure(lambda: _complete(c))
+        assert isinstance(down, openai.InternalServerError) and down.status_code == 502
+        assert "not up" in str(down) and is_infra_fault(down)
+        for _ in range(2):  # up, down, up again on another port: each request goes where it is now
+            endpoint.ensure_up()
+            assert c.chat.completions.create(**ASK).choices[0].message.content == "hello"
+            upstream.release()
