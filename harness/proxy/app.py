@@ -210,6 +210,10 @@ class ProxyApp:
             return _error(
                 404, f"{path} is not served here: use {EXPECTED}, one prefix per episode", "NotFoundError"
             )
+        if dict(scope["headers"]).get(b"authorization") != self._auth:  # before saying what is open
+            return _error(
+                401, "invalid API key: use the key the harness gave the episode", "AuthenticationError"
+            )
         route = self._lookup(match[1])
         if route is None:
             return _error(
@@ -217,10 +221,6 @@ class ProxyApp:
                 f"unknown episode {match[1]!r} (not open, or closed): use {EXPECTED} with the URL "
                 "the harness gave the episode",
                 "NotFoundError",
-            )
-        if dict(scope["headers"]).get(b"authorization") != self._auth:
-            return _error(
-                401, "invalid API key: use the key the harness gave the episode", "AuthenticationError"
             )
         method = scope["method"]
         if match[2] == "models":
