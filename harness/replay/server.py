@@ -186,7 +186,9 @@ class ReplayServer:
         self.script = script
         self.api_key = api_key
         self.requests: list[dict[str, Any]] = []
-        self._sock = socket.socket()
+        # IPPROTO_TCP named: asyncio sets TCP_NODELAY on accepted connections only for such a
+        # socket; without it each answer's head and body (two writes) wait out a 40 ms delayed ACK.
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind(("127.0.0.1", port))
         self.port = int(self._sock.getsockname()[1])
