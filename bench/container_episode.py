@@ -1,7 +1,7 @@
 """Benchmark: what a container per episode costs (docker runtime vs local), on one replay script.
 
 1. Start-up: a fresh episode container from the cached sandbox image, the task's files copied in
-   and the tool server launched (runtime.open + start_tools: the agent's first model call can go
+   and the tool server launched (runtime.open + ContainerTools.start: the agent's first model call can go
    out). Target: median < 2 s. Printed beside it: until the tools first answer (the tool server
    imports the SDK meanwhile, overlapping the first model call), and the container's CPU time
    until then (its cgroup's counter: mostly that import).
@@ -43,6 +43,7 @@ from pathlib import Path
 
 from eval_overhead import replay_process  # bench/ is on sys.path when this file is run
 
+from harness.episodes.openhands.container_tools import ContainerTools
 from harness.evaluate import EvalConfig, run_eval
 from harness.replay import ReplayScript, ScriptedCall, ScriptedResponse
 from harness.results.store import RunStore
@@ -74,13 +75,14 @@ def startup(tmp: Path, rounds: int) -> list[tuple[float, float, float]]:
     out = []
     for i in range(rounds + 1):
         t0 = time.perf_counter()
-        sandbox = runtime.open(task, tmp / f"startup-{i}", f"bench/fix-add/seed{i}", fresh=True)
-        sandbox.start_tools("subprocess")
+        sandbox = runtime.open(task, tmp / f"startup-{i}", f"bench/fix-add/seed{i}")
+        tools = ContainerTools(sandbox, "subprocess")
+        tools.start()
         ready = time.perf_counter() - t0
-        assert sandbox._client is not None
-        sandbox._client.call("terminal", {"command": "true"})  # waits for the tool server's imports
+        tools.call("terminal", {"command": "true"})  # waits for the tool server's imports
         answered = time.perf_counter() - t0
         cpu = container_cpu_s(sandbox)
+        tools.close()
         sandbox.finish()
         sandbox.close()
         if i:  # the first start warms the engine's caches: not counted
@@ -232,7 +234,7 @@ def round_trips(tmp: Path, calls: int = 30) -> dict[tuple[str, str], float]:
     from openhands.tools.file_editor.impl import FileEditorExecutor
     from openhands.tools.terminal.definition import TerminalAction
 
-    from harness.episodes.ready_terminal import ReadyTerminalExecutor
+    from harness.episodes.openhands.ready_terminal import ReadyTerminalExecutor
     from harness.tasks import prepare_workspace
 
     def median_s(call: Callable[[], object]) -> float:
@@ -246,20 +248,19 @@ def round_trips(tmp: Path, calls: int = 30) -> dict[tuple[str, str], float]:
     runtime = ContainerRuntime(docker_client())
     (task,) = load_tasks(str(FIX_ADD))
     runtime.prepare(tmp / "rtt-run", [task])
-    sandbox = runtime.open(task, tmp / "rtt", "bench/fix-add/rtt", fresh=True)
+    sandbox = runtime.open(task, tmp / "rtt", "bench/fix-add/rtt")
+    tools = ContainerTools(sandbox, "subprocess")
     out = {}
     try:
-        sandbox.start_tools("subprocess")
-        client = sandbox._client
-        assert client is not None
-        client.call("terminal", {"command": "true"})
-        view = {"command": "view", "path": f"{sandbox.agent_workdir}/calc.py"}
-        out["docker", "terminal"] = median_s(
-            lambda: client.call("terminal", {"command": "echo 1 >> log.txt"})
-        )
-        out["docker", "file_editor"] = median_s(lambda: client.call("file_editor", view))
+        tools.start()
+        tools.call("terminal", {"command": "true"})
+        view = {"command": "view", "path": f"{sandbox.workdir}/calc.py"}
+        out["docker", "terminal"] = median_s(lambda: tools.call("terminal", {"command": "echo 1 >> log.txt"}))
+        out["docker", "file_editor"] = median_s(lambda: tools.call("file_editor", view))
+        tools.close()
         sandbox.finish()
     finally:
+        tools.close()
         sandbox.close()
     workspace = prepare_workspace(task, tmp / "rtt-local")
     terminal = ReadyTerminalExecutor(str(workspace))

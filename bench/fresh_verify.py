@@ -38,7 +38,7 @@ def episodes(rt: Runtime, tasks: list[Task], work: Path) -> float:
 
     def one(item: tuple[int, Task]) -> None:
         i, task = item
-        sandbox = rt.open(task, work / f"ep{i}", f"bench/{task.id}/{i}", fresh=True, tools=False)
+        sandbox = rt.open(task, work / f"ep{i}", f"bench/{task.id}/{i}", agent=False)
         ok, out = sandbox.run_solution()
         if not ok:
             raise SystemExit(f"bench: {task.id}: solve.sh failed: {out[-300:]}")
@@ -56,7 +56,7 @@ def verifications(rt: Runtime, tasks: list[Task], work: Path, concurrency: int) 
 
     def one(item: tuple[int, Task]) -> float:
         i, task = item
-        sandbox = rt.open(task, work / f"ep{i}", f"bench/{task.id}/{i}", fresh=False)
+        sandbox = rt.reopen(task, work / f"ep{i}", f"bench/{task.id}/{i}")
         try:
             return sandbox.verify().reward
         finally:
@@ -73,7 +73,7 @@ def verifications(rt: Runtime, tasks: list[Task], work: Path, concurrency: int) 
 
 
 def measure(runtime: str, suite: str, tasks: list[Task], rounds: int, concurrency: int) -> None:
-    from harness.runtime.select import get_runtime
+    from harness.runtime.select import make_runtime
 
     walls: dict[str, list[float]] = {m: [] for m in MODES}
     finish: dict[str, list[float]] = {m: [] for m in MODES}
@@ -82,7 +82,7 @@ def measure(runtime: str, suite: str, tasks: list[Task], rounds: int, concurrenc
             fresh.FORCED_MODE = MODES[mode]  # type: ignore[assignment]
             try:
                 with tempfile.TemporaryDirectory(prefix="bench-fv-") as tmp:
-                    rt = get_runtime(runtime)  # type: ignore[arg-type]
+                    rt = make_runtime(runtime)
                     rt.prepare(Path(tmp), tasks)
                     finish[mode].append(episodes(rt, tasks, Path(tmp)))
                     walls[mode].append(verifications(rt, tasks, Path(tmp), concurrency))

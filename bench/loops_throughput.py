@@ -310,7 +310,7 @@ def episode(e: int, turns: int, rng: random.Random, real: list[Turn] | None = No
 
 def write_run_dir(root: Path, episodes: int, turns: int, rng: random.Random) -> None:
     """The same trajectories in the harness's own run layout: episodes.jsonl + one Turn file each."""
-    from harness.episodes.turns_from_events import turns_from_sdk_events
+    from harness.episodes.openhands.turns_from_events import turns_from_sdk_events
 
     (root / "trajectories").mkdir(parents=True)
     with (root / "episodes.jsonl").open("w") as idx:

@@ -24,7 +24,7 @@ from ray.cluster_utils import Cluster
 
 import harness.evaluate as evaluate
 from harness.cluster.executor import ClusterModel
-from harness.evaluate import EvalConfig, run_eval
+from harness.evaluate import EvalConfig, ExecutorConfig, run_eval
 from harness.replay import ReplayScript, ScriptedCall, ScriptedResponse
 
 DELAY_S = 0.5
@@ -87,7 +87,11 @@ def measure(nodes: int, concurrency: int, tmp: Path) -> tuple[int, float, float]
     try:
         model = script(tmp / "script.json")
         common = dict(
-            runtime="local", models=(model,), tasks="smoke", executor="ray", concurrency=concurrency
+            runtime="local",
+            models=(model,),
+            tasks="smoke",
+            executor=ExecutorConfig(name="ray"),
+            concurrency=concurrency,
         )
         warm_seeds = -(-nodes * concurrency // SUITE_TASKS)
         run_eval(EvalConfig(**common, seeds=warm_seeds, run_dir=tmp / f"warm-{nodes}"))  # type: ignore[arg-type]

@@ -43,9 +43,26 @@ def one(tmp: Path, queued: int, base_url: str) -> tuple[float, int, str]:
     seeds = math.ceil((queued + RUNNING) / SMOKE_TASKS)
     run = tmp / f"run-{queued}-{time.monotonic_ns()}"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "eval", "--model", "bench", "--base-url", base_url,
-         "--tasks", "smoke", "--seeds", str(seeds), "--concurrency", str(RUNNING), "--runtime", "local",
-         "--run-dir", str(run)],
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "eval",
+            "--model",
+            "bench",
+            "--base-url",
+            base_url,
+            "--tasks",
+            "smoke",
+            "--seeds",
+            str(seeds),
+            "--concurrency",
+            str(RUNNING),
+            "--runtime",
+            "local",
+            "--run-dir",
+            str(run),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -56,7 +73,9 @@ def one(tmp: Path, queued: int, base_url: str) -> tuple[float, int, str]:
     deadline = time.monotonic() + 300
     while in_flight(proc.pid, port) < RUNNING:
         if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"harness eval never had {RUNNING} calls in flight: {proc.stderr.read() if proc.stderr else ''}")
+            raise SystemExit(
+                f"harness eval never had {RUNNING} calls in flight: {proc.stderr.read() if proc.stderr else ''}"
+            )
         time.sleep(0.05)
     time.sleep(0.5)  # well inside the calls, not at their start
     t0 = time.monotonic()
@@ -71,12 +90,19 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     args = parser.parse_args()
     hang = ScriptedResponse(
-        content="Thinking.", delay=300, tool_calls=[ScriptedCall(name="terminal", arguments={"command": "ls"})]
+        content="Thinking.",
+        delay=300,
+        tool_calls=[ScriptedCall(name="terminal", arguments={"command": "ls"})],
     )
     script = ReplayScript(model="bench", responses=[hang], when_exhausted="repeat_last")
-    with tempfile.TemporaryDirectory(prefix="bench-stop-") as tmp_name, replay_process(script, Path(tmp_name)) as url:
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-stop-") as tmp_name,
+        replay_process(script, Path(tmp_name)) as url,
+    ):
         tmp = Path(tmp_name)
-        print(f"SIGINT -> exit, {RUNNING} episodes running (a model call in flight each), N queued; target < 5 s")
+        print(
+            f"SIGINT -> exit, {RUNNING} episodes running (a model call in flight each), N queued; target < 5 s"
+        )
         for queued in (8, 64):
             times = []
             for _ in range(args.reps):

@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from rich.table import Table
 
-from harness._cli_options import add_model_flags, model_values
+from harness._cli_options import add_config_flags, add_model_flags, config_values, model_values
 from harness._text import clean
 from harness._text import markup as escape  # every string from a run, task or model is data
 from harness.errors import HarnessError
 from harness.progress import make_console
+from harness.server.config import GPU_MEMORY_UTILIZATION
 
 if TYPE_CHECKING:
     from harness.tasks.selection import TaskSelection
@@ -105,12 +106,12 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 # ---- harness plan ----------------------------------------------------------------------------
 def cmd_plan(args: argparse.Namespace) -> int:
-    from harness.server.checkpoint import _read_json, locate_checkpoint
+    from harness.server.checkpoint import locate_checkpoint, read_json
     from harness.server.memory import GiB, plan_memory
 
     path = Path(args.model)
     if path.is_file() and path.name.endswith(".json"):
-        config, model_dir, name = _read_json(path, "config.json"), None, str(path)
+        config, model_dir, name = read_json(path, "config.json"), None, str(path)
     else:
         located = locate_checkpoint(args.model, base_model=args.base_model)
         config, model_dir, name = located.config, located.base_path, args.model
@@ -120,7 +121,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         config,
         model_dir=model_dir,
         gpu=args.gpu,
-        gpu_memory_utilization=0.90 if args.gpu_memory_utilization is None else args.gpu_memory_utilization,
+        gpu_memory_utilization=(
+            GPU_MEMORY_UTILIZATION if args.gpu_memory_utilization is None else args.gpu_memory_utilization
+        ),
         max_model_len=args.max_model_len,
         concurrency=args.concurrency,
     )
@@ -184,7 +187,9 @@ def _plan_replicas(
         nodes=args.nodes or 1,
         model_dir=model_dir,
         gpu=args.gpu,
-        gpu_memory_utilization=0.90 if args.gpu_memory_utilization is None else args.gpu_memory_utilization,
+        gpu_memory_utilization=(
+            GPU_MEMORY_UTILIZATION if args.gpu_memory_utilization is None else args.gpu_memory_utilization
+        ),
         max_model_len=args.max_model_len,
     )
     if args.json:
@@ -325,9 +330,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 # ---- harness eval / tasks ---------------------------------------------------------------------
 def cmd_eval(args: argparse.Namespace) -> int:
     from harness.evaluate import EvalConfig, build_eval_config, run_eval
-    from harness.server.config import ServerConfig
 
-    config = build_eval_config(model_values(args, EvalConfig), model_values(args, ServerConfig))
+    config = build_eval_config(config_values(args, EvalConfig))
     summary = run_eval(config)
     t = Table(title=f"harness eval: {escape(summary.run_dir)}")
     for col in (
@@ -368,36 +372,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-# `harness tasks verify` takes these EvalConfig fields as flags (and from the [eval] table).
-VERIFY_FIELDS = frozenset(
-    {
-        "task",
-        "limit",
-        "runtime",
-        "skip_unsupported",
-        "concurrency",
-        "image_map",
-        "sandbox_cpus",
-        "sandbox_memory_gib",
-        "sandbox_pids",
-    }
-)
+# `harness tasks verify` takes these EvalConfig fields (and sections) as flags (and from the [eval] table).
+VERIFY_FIELDS = frozenset({"task", "limit", "runtime", "skip_unsupported", "concurrency", "sandbox"})
 
 
 def cmd_tasks_verify(args: argparse.Namespace) -> int:
     from harness.evaluate import EvalConfig, build_eval_config
-    from harness.runtime.base import ContainerLimits
     from harness.tasks.oracle import verify_suite
 
-    flags = {k: v for k, v in model_values(args, EvalConfig).items() if k in VERIFY_FIELDS}
-    config = build_eval_config({**flags, "models": ("tasks-verify",)}, {})  # models: unused here
+    flags = {k: v for k, v in config_values(args, EvalConfig).items() if k in VERIFY_FIELDS}
+    config = build_eval_config({**flags, "models": ("tasks-verify",)})  # models: unused here
     report = verify_suite(
         args.suite,
         runtime=config.runtime,
-        limits=ContainerLimits(
-            cpus=config.sandbox_cpus, memory_gib=config.sandbox_memory_gib, pids=config.sandbox_pids
-        ),
-        image_map=config.image_map,
+        sandbox=config.sandbox,
         skip_unsupported=config.skip_unsupported,
         concurrency=config.concurrency,
         task=config.task,
@@ -645,7 +633,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_scaffold_export(args: argparse.Namespace) -> int:
-    from harness.episodes.sdk import export_scaffold
+    from harness.episodes.openhands.sdk import export_scaffold
 
     out.print(f"wrote {export_scaffold(args.scaffold)}")
     return 0
@@ -700,7 +688,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     plan.add_argument("--max-model-len", type=int, help="context length to plan for [default: the model's]")
     plan.add_argument("--concurrency", type=int, help="sequences that must fit at full length at once")
     plan.add_argument(
-        "--gpu-memory-utilization", type=float, help="fraction of GPU memory for vLLM [default: 0.90]"
+        "--gpu-memory-utilization",
+        type=float,
+        help=f"fraction of GPU memory for vLLM [default: {GPU_MEMORY_UTILIZATION}]",
     )
     plan.add_argument(
         "--gpus", type=int, metavar="N", help="plan replicas x tensor parallel for N GPUs (the cluster's)"
@@ -719,13 +709,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     ev = sub.add_parser("eval", help="run agent episodes on a task suite, verify them, summarise")
     # Every option is an EvalConfig field (the [eval] table of harness.toml takes the same keys);
-    # vLLM options come from ServerConfig (the [server] table).
+    # its sections' options are --SECTION-FIELD, the server's vLLM's own (the [server] table).
     if eval_flags:
-        from harness.evaluate import NOT_EVAL_SERVER_FIELDS, EvalConfig
-        from harness.server.config import ServerConfig
+        from harness.eval_config import UNPREFIXED, EvalConfig
 
-        add_model_flags(ev, EvalConfig, skip=frozenset({"server"}), optional=True, rename={"models": "model"})
-        add_model_flags(ev, ServerConfig, skip=NOT_EVAL_SERVER_FIELDS, optional=True)
+        add_config_flags(ev, EvalConfig, unprefixed=UNPREFIXED)
     ev.set_defaults(func=cmd_eval)
 
     cmp = sub.add_parser("compare", help="base vs fine-tuned: paired difference, CI, p-value, flipped tasks")
@@ -813,9 +801,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     tv.add_argument("suite", help="built-in suite name or a directory of tasks")
     if eval_flags:
-        add_model_flags(
-            tv, EvalConfig, skip=frozenset(EvalConfig.model_fields) - VERIFY_FIELDS, optional=True
-        )
+        add_config_flags(tv, EvalConfig, skip=frozenset(EvalConfig.model_fields) - VERIFY_FIELDS)
     tv.set_defaults(func=cmd_tasks_verify)
 
     check = sub.add_parser(

@@ -15,19 +15,24 @@ blocked in a model call held the whole process for as long as the call lasted.
 import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
-from harness.errors import HarnessError
+from harness.seam import ModelEndpoint
+
+if TYPE_CHECKING:
+    from harness.evaluate import EvalConfig
+    from harness.rollout import Finished, Pending, Rollout
 
 
 class Executor(Protocol):
-    def run[T, R](
-        self, fn: Callable[[T], R], items: Sequence[T], concurrency: int, stop: threading.Event
-    ) -> Iterator[R]:
-        """``fn(item)`` for every item, at most ``concurrency`` at once; results as they finish.
-        An exception from ``fn`` is raised here; after it (or once ``stop`` is set) nothing more
-        starts."""
-        ...
+    """Where episodes run (picked by ``--executor``, harness/registry.py): the endpoints its
+    episodes reach their models through, and the episodes run, each through
+    rollout.run_attempts (here or on another node), results as they finish (None: stopped)."""
+
+    def endpoint(self, config: "EvalConfig", model: str, run_dir: Path) -> ModelEndpoint: ...
+
+    def rollouts(self, ctx: "Rollout", pending: Sequence["Pending"]) -> Iterator["Finished | None"]: ...
 
 
 class ThreadExecutor:
@@ -77,11 +82,30 @@ class ThreadExecutor:
             closed.set()
 
 
-EXECUTORS: dict[str, type[ThreadExecutor]] = {"threads": ThreadExecutor}
+class ThreadRollouts:
+    """``--executor threads``: episodes as threads of this process, beside one model server per
+    model; each episode's sandbox started ahead of it while the one before runs (runtime/warm.py)."""
 
+    def __init__(self, config: "EvalConfig") -> None:
+        self.concurrency = config.concurrency
 
-def get_executor(name: str) -> Executor:
-    try:
-        return EXECUTORS[name]()
-    except KeyError:
-        raise HarnessError(f"--executor {name}: unknown (known: {', '.join(sorted(EXECUTORS))})") from None
+    def endpoint(self, config: "EvalConfig", model: str, run_dir: Path) -> ModelEndpoint:
+        from harness import registry
+        from harness.server.endpoint import endpoint_kind
+
+        make = registry.load("endpoint", endpoint_kind(config, model))
+        endpoint: ModelEndpoint = make(config, model, run_dir)
+        return endpoint
+
+    def rollouts(self, ctx: "Rollout", pending: Sequence["Pending"]) -> Iterator["Finished | None"]:
+        from harness.rollout import run_attempts
+
+        ctx.runtime.warm_up(
+            [(p.task, getattr(ctx.arms[p.scaffold].runner, "prep", None)) for p in pending], self.concurrency
+        )
+        try:
+            yield from ThreadExecutor().run(
+                lambda p: run_attempts(ctx, p), pending, self.concurrency, ctx.stop
+            )
+        finally:
+            ctx.runtime.cool_down()

@@ -9,12 +9,15 @@ the OpenHands SDK's ``BaseWorkspace`` were the anchors):
 - ``Sandbox``: where an episode's commands run: exec / read / write / copy in / copy out / close;
 - ``ModelEndpoint``: an OpenAI URL ending in ``/v1`` and the name requests carry, brought up and
   given back on demand, its server's facts as data (never the server object);
-- ``EpisodeRunner``: run(spec, sandbox, endpoint) -> ``EpisodeOutcome`` (turns as ``Turn`` records);
-- ``Executor``: specs in, outcomes out, as they finish (threads, Ray).
+- ``EpisodeRunner``: run(spec, sandbox, endpoint) -> ``EpisodeOutcome`` (turns as ``Turn`` records).
+
+Above them: the runtimes that make sandboxes (harness/runtime/base.py), the executors that run
+episodes (harness/executor.py: threads here, Ray in harness/cluster), both through one
+``run_attempts`` (harness/rollout.py); each kind picked by name (harness/registry.py).
 """
 
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal, Protocol
 
@@ -37,6 +40,7 @@ class EpisodeSpec(BaseModel):
     model: str = Field(description="The model name the records carry.")
     scaffold: str = Field(description="The scaffold's short name (scaffolds/NAME).")
     out_dir: Path = Field(description="The episode's directory in the run (absolute).")
+    instruction: str = Field(description="The task's instruction as the agent reads it in its sandbox.")
     max_iterations: int | None = Field(None, ge=1, description="Model turns at most (None: scaffold's).")
     temperature: float | None = Field(None, ge=0, le=2, description="None: the scaffold's sampling.")
     time_limit_s: float | None = Field(None, gt=0, description="Wall time of the agent's part.")
@@ -95,7 +99,6 @@ class ServerFacts(BaseModel):
 
     up_s: float = 0.0
     busy_s: float = 0.0
-    starts: int = 0
 
 
 class ModelEndpoint(Protocol):
@@ -110,14 +113,23 @@ class ModelEndpoint(Protocol):
     @property
     def api_key(self) -> str: ...
 
+    @property
+    def server_id(self) -> str:
+        """Endpoints with equal ids share one server (a LoRA adapter and its base): brought up and
+        given back together."""
+        ...
+
     def ensure_up(self) -> None: ...
 
     def healthy(self) -> bool: ...
 
-    def release(self) -> None: ...
+    def release(self, *, now: bool = False) -> None:
+        """The server given back (its GPU free); ``now``: the run is stopping, no grace."""
+        ...
 
     def facts(self) -> ServerFacts | None:
-        """The server's up and busy seconds so far (None: nothing the harness runs)."""
+        """The server's up and busy seconds so far, over every start (None: no server the
+        harness runs)."""
         ...
 
 
@@ -145,17 +157,14 @@ class EpisodeOutcome(BaseModel):
 
 class EpisodeRunner(Protocol):
     """One scaffold: drives its agent in ``sandbox`` against ``endpoint``; ``stop`` set means the
-    run is stopping (end at once: the outcome says ``stopped``)."""
+    run is stopping (end at once: the outcome says ``stopped``). ``loggers``: the ``logging``
+    names its framework logs under (sent to the run's log file, not the terminal)."""
+
+    loggers: tuple[str, ...]
+    # True: it runs the loop monitor on its own turns (the model-call proxy only records its
+    # requests); False: the proxy watches its requests and stops it on a certain loop.
+    watches_loops: bool
 
     def run(
         self, spec: EpisodeSpec, sandbox: Sandbox, endpoint: ModelEndpoint, stop: threading.Event
     ) -> EpisodeOutcome: ...
-
-
-class Executor(Protocol):
-    """Where episodes run: ``fn(item)`` for every item, at most ``concurrency`` at once, results
-    as they finish; once ``stop`` is set (or ``fn`` raised) nothing more starts."""
-
-    def run[T, R](
-        self, fn: Callable[[T], R], items: Sequence[T], concurrency: int, stop: threading.Event
-    ) -> Iterator[R]: ...

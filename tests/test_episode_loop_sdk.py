@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.episodes.driver import run_sdk_episode
+from harness.episodes.openhands.driver import run_sdk_episode
 from harness.episodes.scaffold import load_scaffold
 from harness.monitor import LoopKind
 from harness.replay import ReplayScript, ReplayServer, ScriptedCall, ScriptedResponse
@@ -81,7 +81,7 @@ def test_monitor_stops_loop_that_sdk_stuck_detection_misses(tmp_path: Path) -> N
 
     # The same episode with only the SDK's stuck detection runs every repeat and calls it finished.
     unwatched, served = run(tmp_path / "sdk-only", stop_on_loop=False)
-    assert unwatched.sdk_status == "finished" and served == len(THOUGHTS) + 2  # type: ignore[attr-defined]
+    assert unwatched.details["sdk_status"] == "finished" and served == len(THOUGHTS) + 2  # type: ignore[attr-defined]
     assert unwatched.loop.repeats == len(THOUGHTS)  # type: ignore[attr-defined]
 
 

@@ -5,8 +5,11 @@ import ast
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
+from harness._cli_options import flag_for
 from harness.errors import HarnessError
+from harness.eval_config import UNPREFIXED
 from harness.evaluate import EvalConfig, build_eval_config
 from harness.replay import ReplayScript, ReplayServer, ScriptedResponse
 from harness.server.endpoint import ExternalEndpoint, openai_url
@@ -25,12 +28,14 @@ def test_eval_reads_the_eval_and_server_tables_and_flags_win(in_dir: Path) -> No
     (in_dir / "harness.toml").write_text(
         '[server]\nmax_model_len = 4096\nidle_timeout = 42\nport = 8000\n\n[eval]\nseeds = 3\nruntime = "local"\n'
     )
-    config = build_eval_config({"models": ("m",), "concurrency": 2}, {"max_num_seqs": 8})
+    config = build_eval_config({"models": ("m",), "concurrency": 2, "server": {"max_num_seqs": 8}})
     assert (config.seeds, config.runtime, config.concurrency, config.idle_timeout) == (3, "local", 2, 42)
     # [server] keys reach the server, except those eval sets itself per run (port, idle_timeout).
-    assert config.server == {"max_model_len": 4096, "max_num_seqs": 8}
-    flagged = build_eval_config({"models": ("m",), "seeds": 1, "idle_timeout": 5.0}, {"max_model_len": 2048})
-    assert (flagged.seeds, flagged.idle_timeout, flagged.server["max_model_len"]) == (1, 5.0, 2048)
+    assert config.server.model_dump(exclude_defaults=True) == {"max_model_len": 4096, "max_num_seqs": 8}
+    flagged = build_eval_config(
+        {"models": ("m",), "seeds": 1, "idle_timeout": 5.0, "server": {"max_model_len": 2048}}
+    )
+    assert (flagged.seeds, flagged.idle_timeout, flagged.server.max_model_len) == (1, 5.0, 2048)
 
 
 @pytest.mark.parametrize(
@@ -46,7 +51,7 @@ def test_eval_reads_the_eval_and_server_tables_and_flags_win(in_dir: Path) -> No
         ("", {}, "--model: Field required"),
         (
             "",
-            {"models": ("m",), "ray_address": "auto"},
+            {"models": ("m",), "executor": {"ray_address": "auto"}},
             "--ray-address: only with --executor ray (the executor is threads)",
         ),
     ],
@@ -56,17 +61,30 @@ def test_bad_eval_options_are_one_line_naming_the_flag(
 ) -> None:
     (in_dir / "harness.toml").write_text(toml)
     with pytest.raises(HarnessError) as err:
-        build_eval_config(flags, {})
+        build_eval_config(flags)
     assert needle in str(err.value) and "\n" not in str(err.value)
 
 
 def test_every_eval_config_field_is_a_flag() -> None:
     done = run_harness("eval", "--help")
     assert done.returncode == 0
-    for name in EvalConfig.model_fields:
-        if name != "server":
-            flag = "--model" if name == "models" else "--" + name.replace("_", "-")
-            assert flag in done.stdout, flag
+    for name, field in EvalConfig.model_fields.items():
+        section = field.annotation
+        if isinstance(section, type) and issubclass(section, BaseModel):
+            prefix = None if name in UNPREFIXED else name
+            for sub, subfield in section.model_fields.items():
+                assert flag_for(sub, subfield, prefix) in done.stdout, (name, sub)
+        else:
+            assert flag_for(name, field) in done.stdout, name
+    for flag in (
+        "--model",
+        "--scaffold",
+        "--executor",
+        "--sandbox-cpus",
+        "--image-map",
+        "--loop-repeat-call",
+    ):
+        assert flag in done.stdout, flag
     bad = run_harness("eval", "--model", "m", "--runtime", "vm")
     assert bad.returncode == 2 and "invalid choice: 'vm'" in bad.stderr and len(bad.stderr.splitlines()) == 1
 
@@ -83,7 +101,7 @@ def test_every_eval_config_field_is_a_flag() -> None:
 def test_an_external_endpoint_s_openai_url_ends_in_v1_exactly_once(given: str, url: str) -> None:
     assert openai_url(given) == url
     ep = ExternalEndpoint(given, "k", "served")
-    assert (ep.openai_url, ep.api_key, ep.name, ep.server) == (url, "k", "served", None)
+    assert (ep.openai_url, ep.api_key, ep.name, ep.facts()) == (url, "k", "served", None)
 
 
 def test_an_external_endpoint_is_healthy_while_its_server_answers() -> None:
@@ -106,7 +124,6 @@ def _harness_imports(path: Path) -> set[str]:
 
 def test_no_import_circle_in_episodes() -> None:
     episodes = REPO / "harness" / "episodes"
-    assert "harness.episodes.sdk" not in _harness_imports(episodes / "scaffold.py")
-    assert "harness.episodes.sdk" not in _harness_imports(episodes / "sdk_tuning.py")
-    assert "harness.episodes.sdk_tuning" in _harness_imports(episodes / "sdk.py")
-
+    assert "harness.episodes.openhands.sdk" not in _harness_imports(episodes / "scaffold.py")
+    assert "harness.episodes.openhands.sdk" not in _harness_imports(episodes / "sdk_tuning.py")
+    assert "harness.episodes.openhands.sdk_tuning" in _harness_imports(episodes / "sdk.py")

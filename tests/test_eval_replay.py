@@ -282,17 +282,19 @@ def test_killed_run_resumes_without_duplicates(tmp_path: Path) -> None:
 def test_base_and_lora_adapter_share_one_server(
     lora_adapter: Path, bundled_model: Path, tmp_path: Path
 ) -> None:
-    from harness.evaluate import _endpoint
-    from harness.server.endpoint import group_by_server, share_servers
+    from harness.executor import ThreadRollouts
+    from harness.server.endpoint import ManagedEndpoint, group_by_server, share_servers
 
     config = EvalConfig(runtime="local", models=(str(lora_adapter), "smollm2-135m"), run_dir=tmp_path)
-    endpoints = [_endpoint(config, m, tmp_path) for m in config.models]
-    assert endpoints[0].server is not endpoints[1].server
+    endpoints = [ThreadRollouts(config).endpoint(config, m, tmp_path) for m in config.models]
+    assert all(isinstance(e, ManagedEndpoint) for e in endpoints)
+    assert endpoints[0].server is not endpoints[1].server  # type: ignore[attr-defined]
+    assert endpoints[0].server_id != endpoints[1].server_id
     share_servers(endpoints)
     groups = group_by_server(endpoints)
-    assert len(groups) == 1 and endpoints[0].server is endpoints[1].server
+    assert len(groups) == 1 and endpoints[0].server is endpoints[1].server  # type: ignore[attr-defined]
     assert [e.name for e in endpoints] == ["smol-lora-r8", "smollm2-135m"]
-    assert endpoints[0].server is not None and endpoints[0].server.served_names == [
+    assert endpoints[0].server.served_names == [  # type: ignore[attr-defined]
         "smollm2-135m",
         "smol-lora-r8",
     ]

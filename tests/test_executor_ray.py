@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from harness.evaluate import EvalConfig, run_eval
+from harness.evaluate import EvalConfig, ExecutorConfig, run_eval
 from harness.replay import ReplayScript, ScriptedCall, ScriptedResponse
 from harness.results.store import RunStore
 from tests.conftest import HARNESS, REPO, run_harness, vllm_processes
@@ -101,7 +101,10 @@ def test_same_records_as_the_thread_executor_and_resume(
     run_eval(EvalConfig(**common, concurrency=4, run_dir=tmp_path / "threads"))
     summary = run_eval(
         EvalConfig(
-            **common, executor="ray", ray_address=cluster.address, concurrency=2, run_dir=tmp_path / "ray"
+            **common,
+            executor=ExecutorConfig(name="ray", ray_address=cluster.address),
+            concurrency=2,
+            run_dir=tmp_path / "ray",
         )
     )
     want = records(tmp_path / "threads")
@@ -132,7 +135,10 @@ def test_same_records_as_the_thread_executor_and_resume(
     # Resume as on one machine: nothing left to run, no line added.
     again = run_eval(
         EvalConfig(
-            **common, executor="ray", ray_address=cluster.address, concurrency=2, run_dir=tmp_path / "ray"
+            **common,
+            executor=ExecutorConfig(name="ray", ray_address=cluster.address),
+            concurrency=2,
+            run_dir=tmp_path / "ray",
         )
     )
     assert again.new_episodes == 0
@@ -164,8 +170,7 @@ def test_a_node_killed_mid_run_loses_no_episode_and_duplicates_none(
             models=(model,),
             tasks="smoke",
             seeds=4,
-            executor="ray",
-            ray_address=cluster.address,
+            executor=ExecutorConfig(name="ray", ray_address=cluster.address),
             concurrency=2,
             run_dir=run,
         )
@@ -295,8 +300,7 @@ def test_a_model_that_fits_no_node_is_refused_with_the_plan(cluster: Cluster, tm
                 runtime="local",
                 models=(str(ckpt),),
                 tasks="smoke",
-                executor="ray",
-                ray_address=cluster.address,
+                executor=ExecutorConfig(name="ray", ray_address=cluster.address),
                 run_dir=tmp_path / "run",
             )
         )
@@ -404,9 +408,7 @@ def test_a_vllm_replica_inside_ray_serves_then_goes_down(
             models=("smollm2-135m",),
             tasks=str(REPO / "tasks" / "smoke" / "hello-file"),
             max_iterations=1,
-            executor="ray",
-            ray_address=cluster.address,
-            ray_replicas=1,
+            executor=ExecutorConfig(name="ray", ray_address=cluster.address, ray_replicas=1),
             idle_timeout=120,
             run_dir=run,
         )

@@ -15,6 +15,7 @@ import pytest
 from harness.evaluate import EvalConfig, run_eval
 from harness.replay import ReplayScript, ReplayServer, ScriptedCall, ScriptedResponse
 from harness.results.store import RunStore
+from harness.runtime.base import SandboxConfig
 from harness.runtime.export_caps import ExportLimit, ExportLimits, check_tree
 from tests.test_runtime_container import client  # noqa: F401  the engine, for the docker runtime
 
@@ -104,7 +105,7 @@ def test_too_many_files_are_an_error_naming_the_cap(tmp_path: Path) -> None:
         *SCRIPT[2:],
     ]
     run = tmp_path / "run"
-    _eval(run, "local", script, export_max_files=50)
+    _eval(run, "local", script, sandbox=SandboxConfig(export_max_files=50))
     rec = RunStore(run).records()[("scripted", "count-lines", 1)]
     assert rec.error is not None and rec.error.type == "ExportLimit"
     assert "50 files (more than 50 files)" in rec.error.message

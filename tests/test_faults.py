@@ -39,7 +39,11 @@ def lines(run: Path) -> list[dict]:
 
 def rollout_lines(run: Path) -> list[tuple[str, int, str]]:
     """(task, seed, status) of every record written at an episode's end (not by verification)."""
-    return [(r["task_id"], r["seed"], r["status"]) for r in lines(run) if not r["verified"] or r["status"] == "error"]
+    return [
+        (r["task_id"], r["seed"], r["status"])
+        for r in lines(run)
+        if not r["verified"] or r["status"] == "error"
+    ]
 
 
 def descendants() -> list[psutil.Process]:
@@ -107,12 +111,20 @@ def test_retries_exhausted_is_infra_error_unscored_and_rerun(tmp_path: Path, no_
     assert any("infra_error" in w for w in loaded.warnings)
     # The next eval on the same run directory reruns it (and only it).
     with ReplayServer(ReplayScript(model="scripted", responses=SOLVE["fix-add"])) as server:
-        run_eval(EvalConfig(runtime="local", models=("scripted",), tasks="smoke", base_url=server.base_url, run_dir=run))
+        run_eval(
+            EvalConfig(
+                runtime="local", models=("scripted",), tasks="smoke", base_url=server.base_url, run_dir=run
+            )
+        )
         assert server.served == 2
     assert {k: r["status"] for k, r in latest(run).items()} == {t: "resolved" for t in SOLVE}
     assert sorted(rollout_lines(run)) == sorted(
-        [("count-lines", 1, "unresolved"), ("fix-add", 1, "infra_error"), ("fix-add", 1, "unresolved"),
-         ("hello-file", 1, "unresolved")]
+        [
+            ("count-lines", 1, "unresolved"),
+            ("fix-add", 1, "infra_error"),
+            ("fix-add", 1, "unresolved"),
+            ("hello-file", 1, "unresolved"),
+        ]
     )
 
 
@@ -124,13 +136,14 @@ def test_context_overflow_stays_the_model_s_error(tmp_path: Path) -> None:
     assert (rec["status"], rec["reward"]) == ("error", 0.0)  # not retried: the script's solve is unused
 
 
-
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 16 MiB tmpfs (root only), unmounted afterwards."""
     disk = tmp_path / "disk"
     disk.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(disk)], capture_output=True, text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(disk)], capture_output=True, text=True
+    )
     if mounted.returncode != 0:
         pytest.fail(f"cannot mount a tmpfs here (root needed): {mounted.stderr.strip()}")
     try:
@@ -151,8 +164,12 @@ def test_disk_full_mid_run_stops_with_one_line_and_a_rerun_finishes(
     from harness.errors import HarnessError
 
     run = small_disk / "run"
-    fill = ScriptedResponse(tool_calls=[call("terminal", command=f"head -c 64M /dev/zero > {small_disk}/filler")])
-    with pytest.raises(HarnessError, match=r"^disk full: .*No space left on device.*run the same command again"):
+    fill = ScriptedResponse(
+        tool_calls=[call("terminal", command=f"head -c 64M /dev/zero > {small_disk}/filler")]
+    )
+    with pytest.raises(
+        HarnessError, match=r"^disk full: .*No space left on device.*run the same command again"
+    ):
         evaluate([*SOLVE["count-lines"], fill, *[FINISH] * 6], run)
     assert [(r["task_id"], r["status"]) for r in lines(run)] == [("count-lines", "unresolved")]
     (small_disk / "filler").unlink()
@@ -168,8 +185,19 @@ STOP_EXIT_S = 8.0  # a stop must end the process within seconds (the bench measu
 
 def start_eval(run: Path, base_url: str, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "eval", "--model", "scripted", "--base-url", base_url,
-         "--run-dir", str(run), *args],
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "eval",
+            "--model",
+            "scripted",
+            "--base-url",
+            base_url,
+            "--run-dir",
+            str(run),
+            *args,
+        ],
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -217,8 +245,12 @@ def assert_clean_stop(proc: subprocess.Popen[str], took: float, err: str, signo:
 
 @pytest.mark.parametrize(
     ("signo", "moment"),
-    [(signal.SIGINT, "model_call"), (signal.SIGTERM, "model_call"), (signal.SIGINT, "tool_call"),
-     (signal.SIGTERM, "tool_call")],
+    [
+        (signal.SIGINT, "model_call"),
+        (signal.SIGTERM, "model_call"),
+        (signal.SIGINT, "tool_call"),
+        (signal.SIGTERM, "tool_call"),
+    ],
 )
 def test_stop_signal_with_episodes_running_and_queued(
     tmp_path: Path, no_process_left: None, signo: int, moment: str
@@ -233,7 +265,9 @@ def test_stop_signal_with_episodes_running_and_queued(
         hang = ScriptedResponse(content="Thinking.", delay=300, tool_calls=[call("terminal", command="ls")])
     else:
         daemon = f"(exec -a {mark} sleep 300) & exec -a {mark} sleep 300"
-        hang = ScriptedResponse(content="Working.", tool_calls=[call("terminal", command=f"bash -c '{daemon}'")])
+        hang = ScriptedResponse(
+            content="Working.", tool_calls=[call("terminal", command=f"bash -c '{daemon}'")]
+        )
     script = ReplayScript(model="scripted", responses=[hang], when_exhausted="repeat_last")
     with ReplayServer(script) as server:
         proc = start_eval(run, server.base_url, "--tasks", "smoke", "--seeds", "4", "--concurrency", "4")
@@ -245,14 +279,27 @@ def test_stop_signal_with_episodes_running_and_queued(
     assert_clean_stop(proc, took, err, signo)
     assert not marked(mark), "a shell's command or daemon outlived the run"
     assert not (run / "episodes.jsonl").exists() or not lines(run)
-    with ReplayServer(ReplayScript(model="scripted", responses=[FINISH], when_exhausted="repeat_last")) as server:
-        run_eval(EvalConfig(runtime="local", models=("scripted",), tasks="smoke", seeds=4, base_url=server.base_url,
-                            run_dir=run, concurrency=4))
+    with ReplayServer(
+        ReplayScript(model="scripted", responses=[FINISH], when_exhausted="repeat_last")
+    ) as server:
+        run_eval(
+            EvalConfig(
+                runtime="local",
+                models=("scripted",),
+                tasks="smoke",
+                seeds=4,
+                base_url=server.base_url,
+                run_dir=run,
+                concurrency=4,
+            )
+        )
     keys = sorted((t, s) for t, s, _ in rollout_lines(run))
     assert keys == sorted((t, s) for t in SOLVE for s in range(1, 5))
 
 
-def test_sigint_during_verification_kills_the_tests_and_resumes(tmp_path: Path, no_process_left: None) -> None:
+def test_sigint_during_verification_kills_the_tests_and_resumes(
+    tmp_path: Path, no_process_left: None
+) -> None:
     mark = f"harness-fault-{uuid.uuid4().hex[:8]}"
     ok = tmp_path / "tests-may-pass"
     tasks = tmp_path / "suite"
@@ -267,11 +314,13 @@ def test_sigint_during_verification_kills_the_tests_and_resumes(tmp_path: Path, 
     assert [(r["status"], r["verified"]) for r in lines(run)] == [("unresolved", False)]
     ok.touch()
     with ReplayServer(ReplayScript(model="scripted", responses=[FINISH])) as server:
-        run_eval(EvalConfig(runtime="local", models=("scripted",), tasks=str(tasks), base_url=server.base_url,
-                            run_dir=run))
+        run_eval(
+            EvalConfig(
+                runtime="local", models=("scripted",), tasks=str(tasks), base_url=server.base_url, run_dir=run
+            )
+        )
         assert server.served == 0  # only verification was left
     assert [(r["status"], r["verified"]) for r in lines(run)] == [("unresolved", False), ("resolved", True)]
-
 
 
 def test_sigint_with_container_episodes_running_removes_their_containers(tmp_path: Path) -> None:
@@ -284,9 +333,21 @@ def test_sigint_with_container_episodes_running_removes_their_containers(tmp_pat
     ensure_sandbox_image(client)
     run = tmp_path / "run"
     hang = ScriptedResponse(content="Thinking.", delay=300, tool_calls=[call("terminal", command="ls")])
-    with ReplayServer(ReplayScript(model="scripted", responses=[hang], when_exhausted="repeat_last")) as server:
-        proc = start_eval(run, server.base_url, "--tasks", "smoke", "--seeds", "2", "--concurrency", "2",
-                          "--runtime", "docker")
+    with ReplayServer(
+        ReplayScript(model="scripted", responses=[hang], when_exhausted="repeat_last")
+    ) as server:
+        proc = start_eval(
+            run,
+            server.base_url,
+            "--tasks",
+            "smoke",
+            "--seeds",
+            "2",
+            "--concurrency",
+            "2",
+            "--runtime",
+            "docker",
+        )
         wait_for(lambda: server.served >= 2, what="2 container episodes with a model call in flight")
         found = containers_of(client, run)
         # the two episodes', and the next two episodes' started ahead of them: all removed
@@ -300,15 +361,21 @@ def test_sigint_with_container_episodes_running_removes_their_containers(tmp_pat
 # ---- 3. the workspace is the agent's to wreck --------------------------------------------------
 
 WRECKS = {
-    "count-lines": ("rm -rf \"$PWD\"", "removed its workspace"),
-    "fix-add": ("d=$PWD; cd / && rm -rf \"$d\" && ln -s / \"$d\"", "symlink to /"),
-    "hello-file": ("d=$PWD; cd / && rm -rf \"$d\" && echo junk > \"$d\"", "replaced its workspace with a file"),
+    "count-lines": ('rm -rf "$PWD"', "removed its workspace"),
+    "fix-add": ('d=$PWD; cd / && rm -rf "$d" && ln -s / "$d"', "symlink to /"),
+    "hello-file": ('d=$PWD; cd / && rm -rf "$d" && echo junk > "$d"', "replaced its workspace with a file"),
 }
 
 
-def test_agent_wrecking_its_workspace_is_unresolved_with_the_reason(tmp_path: Path, no_process_left: None) -> None:
+def test_agent_wrecking_its_workspace_is_unresolved_with_the_reason(
+    tmp_path: Path, no_process_left: None
+) -> None:
     run = tmp_path / "run"
-    script = [r for t in SOLVE for r in (ScriptedResponse(tool_calls=[call("terminal", command=WRECKS[t][0])]), FINISH)]
+    script = [
+        r
+        for t in SOLVE
+        for r in (ScriptedResponse(tool_calls=[call("terminal", command=WRECKS[t][0])]), FINISH)
+    ]
     evaluate(script, run)
     recs = latest(run)
     for task, (_, reason) in WRECKS.items():
@@ -318,7 +385,11 @@ def test_agent_wrecking_its_workspace_is_unresolved_with_the_reason(tmp_path: Pa
     assert (Path("/") / "etc" / "passwd").exists()  # the tests never ran in /
     # A rerun neither crashes nor reruns anything; each episode has exactly one rollout line.
     with ReplayServer(ReplayScript(model="scripted", responses=[FINISH])) as server:
-        run_eval(EvalConfig(runtime="local", models=("scripted",), tasks="smoke", base_url=server.base_url, run_dir=run))
+        run_eval(
+            EvalConfig(
+                runtime="local", models=("scripted",), tasks="smoke", base_url=server.base_url, run_dir=run
+            )
+        )
         assert server.served == 0
     assert sorted(t for t, _, _ in rollout_lines(run)) == sorted(SOLVE)
 
@@ -381,15 +452,20 @@ def test_engine_core_or_api_process_killed_is_noticed_and_restarted(
         api, engine = psutil.Process(server.pid), _engine_core(server)
         api.kill()
         wait_for(lambda: not ep.healthy(), timeout=10, what="health to notice the dead API process")
-        wait_for(lambda: not engine.is_running() or engine.status() == psutil.STATUS_ZOMBIE, timeout=20,
-                 what="the orphaned engine core to be killed")
+        wait_for(
+            lambda: not engine.is_running() or engine.status() == psutil.STATUS_ZOMBIE,
+            timeout=20,
+            what="the orphaned engine core to be killed",
+        )
     finally:
         server.stop()
 
 
 @pytest.mark.vllm
 @pytest.mark.timeout(300)
-def test_sigint_while_vllm_starts_under_cpu_contention(bundled_model: Path, tmp_path: Path, no_vllm_left: None) -> None:
+def test_sigint_while_vllm_starts_under_cpu_contention(
+    bundled_model: Path, tmp_path: Path, no_vllm_left: None
+) -> None:
     """Ctrl-C while the managed server starts, with a CPU hog beside it: the eval exits within
     seconds with one line, no vLLM process is left, nothing is recorded."""
     from tests.conftest import vllm_processes
@@ -398,8 +474,22 @@ def test_sigint_while_vllm_starts_under_cpu_contention(bundled_model: Path, tmp_
     try:
         run = tmp_path / "run"
         proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.cli", "eval", "--model", "smollm2-135m", "--max-model-len", "2048",
-             "--tasks", FIX_ADD, "--runtime", "local", "--run-dir", str(run)],
+            [
+                sys.executable,
+                "-m",
+                "harness.cli",
+                "eval",
+                "--model",
+                "smollm2-135m",
+                "--max-model-len",
+                "2048",
+                "--tasks",
+                FIX_ADD,
+                "--runtime",
+                "local",
+                "--run-dir",
+                str(run),
+            ],
             cwd=REPO,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,

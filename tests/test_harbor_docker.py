@@ -20,6 +20,7 @@ import pytest
 from harness.evaluate import EvalConfig, run_eval
 from harness.replay import ReplayScript, ReplayServer, ScriptedCall, ScriptedResponse
 from harness.results.store import RunStore
+from harness.runtime.base import SandboxConfig
 from harness.runtime.container import LABEL
 from tests.conftest import run_harness
 
@@ -262,7 +263,7 @@ def test_environment_cpus_and_memory_are_the_task_s_container_limits(
     runtime.prepare(tmp_path / "run", picked)
     seen = {}
     for task in picked:
-        sandbox = runtime.open(task, tmp_path / task.id, f"verify/{task.id}/limits", fresh=True)
+        sandbox = runtime.open(task, tmp_path / task.id, f"verify/{task.id}/limits")
         try:
             host = sandbox.container.attrs["HostConfig"]
             seen[task.id] = (host["NanoCpus"] / 1e9, host["Memory"] / 2**30, host["PidsLimit"])
@@ -298,7 +299,7 @@ def test_eval_resolves_the_fixtures_inside_their_containers(client, suite: Path,
                 tasks=str(suite),
                 base_url=server.base_url,
                 run_dir=run,
-                image_map=(f"{MIRROR}=localhost/",),
+                sandbox=SandboxConfig(image_map=(f"{MIRROR}=localhost/",)),
             )
         )
     recs = {k[1]: r for k, r in RunStore(run).records().items()}
@@ -369,7 +370,7 @@ def test_a_docker_image_that_cannot_be_had_ends_its_episodes_with_one_line_namin
     runtime = ContainerRuntime(client)
     runtime.prepare(tmp_path / "run", [task])
     with pytest.raises(TaskImageError) as err:
-        runtime.open(task, tmp_path / "ep", "ep", fresh=True)
+        runtime.open(task, tmp_path / "ep", "ep")
     message = str(err.value)
     assert "\n" not in message and "--image-map" in message
 

@@ -103,7 +103,7 @@ def test_the_agent_s_container_has_no_network_by_the_engine_s_report(
     task = load_task(Path(__file__).parent.parent / "tasks" / "smoke" / "hello-file", suite="smoke")
     runtime = ContainerRuntime(client)
     runtime.prepare(tmp_path / "run", [task])
-    sandbox = runtime.open(task, tmp_path / "run" / "ep", "m/hello-file/1", fresh=True, tools=False)
+    sandbox = runtime.open(task, tmp_path / "run" / "ep", "m/hello-file/1", agent=False)
     try:
         sandbox.container.reload()
         assert sandbox.container.attrs["HostConfig"]["NetworkMode"] == "none"

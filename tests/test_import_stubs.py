@@ -1,4 +1,4 @@
-"""The tool server's stand-ins for the SDK's unused model clients (harness/runtime/import_stubs.py):
+"""The tool server's stand-ins for the SDK's unused model clients (harness/episodes/openhands/import_stubs.py):
 the tools import over them and behave as over the real packages, anything from them used after
 the import raises, and an import the stand-ins cannot satisfy falls back to the real packages."""
 

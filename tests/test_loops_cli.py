@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.episodes.driver import run_sdk_episode
+from harness.episodes.openhands.driver import run_sdk_episode
 from harness.episodes.scaffold import load_scaffold
 from harness.monitor import ToolCall, Turn
 from harness.replay import ReplayScript, ReplayServer, ScriptedCall, ScriptedResponse
@@ -63,8 +63,8 @@ def sdk_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
                 seed=1,
                 stop_on_loop=False,
             )
-        assert outcome.conversation_dir is not None
-        dirs[name] = outcome.conversation_dir
+        assert "conversation_dir" in outcome.details
+        dirs[name] = Path(outcome.details["conversation_dir"])
     # An OpenHands evaluation output.jsonl (SDK benchmarks shape: history = the conversation's events).
     lines = []
     for name, conv in dirs.items():

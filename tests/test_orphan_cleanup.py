@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.episodes.openhands.container_tools import ContainerTools
 from harness.runtime.container import (
     IPC_ROOT,
     LABEL,
@@ -132,15 +133,16 @@ def test_a_second_run_in_this_process_leaves_the_first_run_s_episode_running(cli
     task = next(t for t in load_tasks("smoke") if t.id == "fix-add")
     first = ContainerRuntime(client)
     first.prepare(tmp_path / "first", [task])
-    sandbox = first.open(task, tmp_path / "ep", "scripted/fix-add/seed1", fresh=True)
+    sandbox = first.open(task, tmp_path / "ep", "scripted/fix-add/seed1")
+    tools = ContainerTools(sandbox, "subprocess")
     try:
-        sandbox.start_tools("subprocess")
-        assert sandbox._client is not None
+        tools.start()
         ContainerRuntime(client).prepare(tmp_path / "second", [task])
-        reply = sandbox._client.call("terminal", {"command": "ls"})
+        reply = tools.call("terminal", {"command": "ls"})
         assert "calc.py" in str(reply), reply
         time.sleep(0.1)
     finally:
+        tools.close()
         sandbox.finish()
         sandbox.close()
     assert containers_of(client, tmp_path / "first") == []

@@ -22,9 +22,12 @@ from typing import ClassVar
 import httpx
 import pytest
 
-from harness.evaluate import EvalConfig, episode_key, run_eval
+from harness.episodes.openhands.container_tools import ContainerTools, ToolServerPrep
+from harness.evaluate import EvalConfig, run_eval
 from harness.replay import ReplayScript, ReplayServer, ScriptedCall, ScriptedResponse
 from harness.results.store import RunStore
+from harness.rollout import episode_key
+from harness.runtime.base import SandboxConfig
 from harness.runtime.container import IPC_ROOT, LABEL_RUN, container_name, run_label
 from tests.conftest import REPO, run_harness
 
@@ -213,7 +216,7 @@ def test_a_fork_bomb_or_memory_hog_ends_its_episode_with_the_reason_and_the_run_
     run = tmp_path / "run"
     t0 = time.monotonic()
     recs, _ = evaluate(
-        script, run, tasks=str(suite), sandbox_memory_gib=0.5, sandbox_pids=64, sandbox_cpus=0.5
+        script, run, tasks=str(suite), sandbox=SandboxConfig(memory_gib=0.5, pids=64, cpus=0.5)
     )
     assert time.monotonic() - t0 < 240
     bad = recs["a-hostile"]
@@ -374,25 +377,25 @@ def test_the_container_s_tools_answer_exactly_as_the_sdk_s_executors_in_this_pro
     from openhands.tools.file_editor.impl import FileEditorExecutor
     from openhands.tools.terminal.definition import TerminalAction
 
-    from harness.episodes.ready_terminal import ReadyTerminalExecutor
+    from harness.episodes.openhands.ready_terminal import ReadyTerminalExecutor
     from harness.runtime.container import ContainerRuntime
     from harness.tasks import load_tasks, prepare_workspace
 
     (task,) = load_tasks(str(REPO / "tasks" / "smoke" / "fix-add"))
     runtime = ContainerRuntime(client)
     runtime.prepare(tmp_path / "run", [task])
-    sandbox = runtime.open(task, tmp_path / "episode", "scripted/fix-add/1", fresh=True)
+    sandbox = runtime.open(task, tmp_path / "episode", "scripted/fix-add/1")
+    tools = ContainerTools(sandbox, "subprocess")
     try:
-        sandbox.start_tools("subprocess")
-        assert sandbox._client is not None
+        tools.start()
         inside = []
         for tool, action in TOOL_ACTIONS:
-            reply = sandbox._client.call(
-                tool, json.loads(json.dumps(action).replace("{W}", sandbox.agent_workdir))
-            )
-            inside.append(_comparable(reply.get("observation") or reply, sandbox.agent_workdir))
+            reply = tools.call(tool, json.loads(json.dumps(action).replace("{W}", sandbox.workdir)))
+            inside.append(_comparable(reply.get("observation") or reply, sandbox.workdir))
+        tools.close()
         sandbox.finish()
     finally:
+        tools.close()
         sandbox.close()
     workspace = prepare_workspace(task, tmp_path / "here")
     executors = {
@@ -482,7 +485,8 @@ def test_a_sandbox_started_ahead_that_died_while_it_waited_is_not_handed_out(cli
     runtime = ContainerRuntime(client)
     task = next(t for t in load_tasks("smoke") if t.id == "fix-add")
     runtime.prepare(tmp_path / "run", [task])
-    runtime.warm_up([task, task], "subprocess", 1)
+    prep = ToolServerPrep("subprocess")
+    runtime.warm_up([(task, prep), (task, prep)], 1)
     try:
         deadline = time.monotonic() + 60
         while not (warm := [c for c in containers_of(client, tmp_path / "run") if "-warm-" in c.name]):
@@ -490,14 +494,15 @@ def test_a_sandbox_started_ahead_that_died_while_it_waited_is_not_handed_out(cli
             time.sleep(0.05)
         time.sleep(0.5)  # started (its tool server launched), then killed before an episode takes it
         warm[0].kill()
-        sandbox = runtime.open(task, tmp_path / "ep", "scripted/fix-add/1", fresh=True)
+        sandbox = runtime.open(task, tmp_path / "ep", "scripted/fix-add/1", prep=prep)
+        tools = ContainerTools(sandbox, "subprocess")
         try:
-            sandbox.start_tools("subprocess")
-            assert sandbox._client is not None
-            reply = sandbox._client.call("terminal", {"command": "ls"})
+            tools.start()
+            reply = tools.call("terminal", {"command": "ls"})
             assert "calc.py" in json.dumps(reply), reply
             assert sandbox.container.name == container_name(run_label(tmp_path / "run"), "scripted/fix-add/1")
         finally:
+            tools.close()
             sandbox.finish()
             sandbox.close()
     finally:

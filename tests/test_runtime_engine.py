@@ -218,9 +218,9 @@ def test_agent_runtime_dockerfile_builds_on_a_task_image(
     this machine's CA bundle (pip reaches PyPI through whatever TLS proxy the host trusts). Both
     images stay in the engine so that the next run is a layer-cache hit; only containers are removed.
     """
-    from harness.runtime.images import _host_ca_bundle, host_pins
+    from harness.runtime.images import host_ca_bundle, host_pins
 
-    ca = _host_ca_bundle()
+    ca = host_ca_bundle()
     assert ca is not None, "no CA bundle on this machine"
     shutil.copyfile(ca, tmp_path / "host-ca.pem")
     (tmp_path / "task.Dockerfile").write_text(

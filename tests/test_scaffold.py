@@ -2,8 +2,8 @@
 
 import json
 
+from harness.episodes.openhands.sdk import export_tools
 from harness.episodes.scaffold import load_scaffold
-from harness.episodes.sdk import export_tools
 from harness.monitor import ToolCall, Turn, validate_turn
 
 

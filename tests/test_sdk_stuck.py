@@ -92,7 +92,7 @@ PWD = ("terminal", '{"command":"pwd"}')
 
 def test_each_sdk_reason_maps_to_a_kind_with_its_onset() -> None:
     """The SDK's three logged reasons, and its monologue check (which logs none), located in the turns."""
-    from harness.episodes.sdk_stuck import finding_from_stuck
+    from harness.episodes.openhands.sdk_stuck import finding_from_stuck
 
     alternating = [
         turn(0, [PWD], "/w"),

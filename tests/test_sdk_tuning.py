@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-import harness.episodes.sdk  # noqa: F401  sets the SDK's environment first
-from harness.episodes.sdk_tuning import EpisodeFileStore, ReadyTerminal, use_ready_terminal
+import harness.episodes.openhands.sdk  # noqa: F401  sets the SDK's environment first
+from harness.episodes.openhands.sdk_tuning import EpisodeFileStore, ReadyTerminal, use_ready_terminal
 
 COMMANDS = [
     "echo hello",
@@ -76,9 +76,9 @@ def test_terminal_spec_resolves_to_the_sdk_tool_over_a_ready_terminal(tmp_path: 
     from openhands.sdk import LocalConversation
     from openhands.tools.terminal import TerminalTool
 
+    from harness.episodes.openhands.sdk import build_agent, build_llm
+    from harness.episodes.openhands.sdk_tuning import ReadyTerminalExecutor
     from harness.episodes.scaffold import load_scaffold
-    from harness.episodes.sdk import build_agent, build_llm
-    from harness.episodes.sdk_tuning import ReadyTerminalExecutor
 
     use_ready_terminal()
     use_ready_terminal()  # idempotent
@@ -138,7 +138,7 @@ def _compare_with_openai_walk(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
 def test_fast_request_transform_equals_openai_s_walk_on_real_sdk_requests(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from harness.episodes.driver import run_sdk_episode
+    from harness.episodes.openhands.driver import run_sdk_episode
     from harness.episodes.scaffold import load_scaffold
     from harness.replay import ReplayScript, ReplayServer, ScriptedCall, ScriptedResponse
 
@@ -175,7 +175,7 @@ def test_fast_request_transform_falls_back_to_the_walk_where_it_could_change_som
     from openai._utils import PropertyInfo, maybe_transform
     from openai.types.chat import completion_create_params as params
 
-    from harness.episodes.sdk_tuning import fast_maybe_transform
+    from harness.episodes.openhands.sdk_tuning import fast_maybe_transform
 
     fast = fast_maybe_transform(maybe_transform)
     expected_type = params.CompletionCreateParamsNonStreaming
@@ -202,7 +202,7 @@ def test_fast_request_transform_falls_back_to_the_walk_where_it_could_change_som
 def test_max_iterations_error_line_is_dropped_and_other_sdk_errors_are_not() -> None:
     import logging
 
-    from harness.episodes.sdk import quiet_expected_sdk_errors
+    from harness.episodes.openhands.sdk import quiet_expected_sdk_errors
 
     quiet_expected_sdk_errors()
     quiet_expected_sdk_errors()  # idempotent: one filter
@@ -227,8 +227,8 @@ def test_cached_tool_schemas_equal_the_sdk_s_and_each_caller_gets_its_own_copy(
     from openhands.tools.terminal.definition import TerminalAction
 
     from harness.episodes import sdk_tuning
+    from harness.episodes.openhands.sdk import export_tools
     from harness.episodes.scaffold import load_scaffold
-    from harness.episodes.sdk import export_tools
 
     scaffold = load_scaffold("openhands-codeact")
     monkeypatch.setattr(sdk_tuning, "_cached_schemas", True)  # keep use_cached_tool_schemas out
@@ -249,7 +249,7 @@ def test_the_agent_s_local_bash_does_not_run_the_user_s_bashrc(
 ) -> None:
     from openhands.tools.terminal.definition import TerminalAction
 
-    from harness.episodes.sdk_tuning import ReadyTerminalExecutor
+    from harness.episodes.openhands.sdk_tuning import ReadyTerminalExecutor
 
     home = tmp_path / "home"
     home.mkdir()

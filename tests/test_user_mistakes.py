@@ -223,7 +223,7 @@ def test_the_sdk_condenser_advice_on_a_context_overflow_is_not_printed() -> None
     (3,207 stderr lines for one overflowing episode, measured); the record's error says it once."""
     import logging
 
-    from harness.episodes.sdk import quiet_expected_sdk_errors
+    from harness.episodes.openhands.sdk import quiet_expected_sdk_errors
 
     quiet_expected_sdk_errors()
     seen: list[str] = []

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.evaluate import EvalConfig, episode_key, run_eval
+from harness.evaluate import EvalConfig, run_eval
 from harness.replay import ReplayScript, ReplayServer, ScriptedCall, ScriptedResponse
 from harness.results.store import RunStore
+from harness.rollout import episode_key
 from tests.conftest import REPO, run_harness
 
 pytestmark = pytest.mark.timeout(900)

@@ -54,7 +54,13 @@ def test_ahead_of_the_episodes_then_one_more_per_episode_and_never_more_than_the
     settle(rec, 2)
     assert sorted(rec.made) == ["a:0", "a:1"]  # two ahead, the first episodes'
     taken = [pool.take(item) for item in items]
-    assert taken == ["sandbox-for-a:0", "sandbox-for-a:1", "sandbox-for-a:2", "sandbox-for-a:3", "sandbox-for-a:4"]
+    assert taken == [
+        "sandbox-for-a:0",
+        "sandbox-for-a:1",
+        "sandbox-for-a:2",
+        "sandbox-for-a:3",
+        "sandbox-for-a:4",
+    ]
     settle(rec, 5)
     assert sorted(rec.made) == items  # one per episode: none wasted
     assert pool.take("a:extra") is None  # a retry beyond the plan starts its own

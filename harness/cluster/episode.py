@@ -20,11 +20,13 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict
 
 from harness.cluster.replica import Address
-from harness.episodes.driver import EpisodeOutcome
+from harness.runtime.export_caps import remove_tree
+from harness.seam import EpisodeOutcome, ServerFacts
 
 if TYPE_CHECKING:
     from harness.evaluate import EvalConfig
-    from harness.server.process import VLLMServer
+    from harness.rollout import Arm
+    from harness.runtime.base import Runtime
     from harness.tasks import Task
 
 SCRATCH = Path(tempfile.gettempdir()) / "harness-ray"
@@ -59,8 +61,11 @@ class ReplicaEndpoint:
         return self._address.api_key
 
     @property
-    def server(self) -> "VLLMServer | None":
-        return None
+    def server_id(self) -> str:
+        return f"replica:{id(self._replica)}"
+
+    def facts(self) -> ServerFacts | None:
+        return None  # the replica's own seconds come back with it (ClusterModel.release)
 
     def ensure_up(self) -> None:
         import ray
@@ -73,33 +78,21 @@ class ReplicaEndpoint:
 
         return bool(ray.get(self._replica.healthy.remote()))
 
-    def release(self) -> None:
+    def release(self, *, now: bool = False) -> None:
         pass
 
 
-_cache: dict[str, Any] = {}  # per worker process: the run's scaffold, runtime and runner
+_cache: dict[str, Any] = {}  # per worker process: the run's arms and runtime
 
 
-def _parts(config: "EvalConfig", run_id: str, scratch: Path) -> tuple[Any, Any, Any]:
+def _parts(config: "EvalConfig", run_id: str, scratch: Path) -> tuple[dict[str, "Arm"], "Runtime"]:
     if _cache.get("run") != run_id:
-        from harness.episodes.runner import get_runner
-        from harness.episodes.scaffold import load_scaffold
-        from harness.runtime.base import ContainerLimits
-        from harness.runtime.select import get_runtime
+        from harness.evaluate import make_arms, make_runtime
 
-        runtime = get_runtime(
-            config.runtime,
-            ContainerLimits(
-                cpus=config.sandbox_cpus, memory_gib=config.sandbox_memory_gib, pids=config.sandbox_pids
-            ),
-            config.image_map,
-            config.export_limits(),
-        )
+        runtime = make_runtime(config.runtime, config.sandbox)
         runtime.prepare(scratch, [])  # task images are built on first use, on this node
-        _cache.update(
-            run=run_id, parts=(load_scaffold(config.scaffold), runtime, get_runner("openhands-sdk"))
-        )
-    parts: tuple[Any, Any, Any] = _cache["parts"]
+        _cache.update(run=run_id, parts=(make_arms(config), runtime))
+    parts: tuple[dict[str, Arm], Runtime] = _cache["parts"]
     return parts
 
 
@@ -113,34 +106,40 @@ def _pack(directory: Path) -> bytes:
 
 def unpack(files: bytes, directory: Path) -> None:
     """The episode's files into ``directory`` (driver side), replacing what an earlier attempt left."""
-    from harness.evaluate import _remove_tree
-
     if directory.exists():
-        _remove_tree(directory)
+        remove_tree(directory)
     directory.mkdir(parents=True)
     with tarfile.open(fileobj=io.BytesIO(files)) as tar:
         tar.extractall(directory, filter="tar")  # our own tar: links kept, nothing outside directory
 
 
 def run_episode(
-    config: "EvalConfig", run_id: str, replica: Any, model: tuple[str, str], task: "Task", seed: int
+    config: "EvalConfig",
+    run_id: str,
+    replica: Any,
+    model: tuple[str, str],
+    episode: tuple[str, "Task", int, str],
 ) -> EpisodeResult | None:
-    """The task's body; None when the run was stopped while it ran (ray.cancel: not recorded)."""
+    """The task's body: ``episode`` (scaffold, task, seed, the records' label) through
+    rollout.run_attempts, as on one machine; None when the run was stopped while it ran
+    (ray.cancel: not recorded)."""
     import ray
 
-    from harness.evaluate import _episode_attempts, _Rollout
     from harness.results.store import RunStore
+    from harness.rollout import Pending, Rollout, run_attempts
 
     scratch = SCRATCH / run_id / uuid.uuid4().hex[:12]  # two tries of one episode never meet
-    scaffold, runtime, runner = _parts(config, run_id, SCRATCH / run_id)
+    arms, runtime = _parts(config, run_id, SCRATCH / run_id)
     store = RunStore(scratch)
-    ctx = _Rollout(config, store, scaffold, runtime, runner)
+    ctx = Rollout(config, store, arms, runtime)
     endpoint = ReplicaEndpoint(replica, *model)
+    scaffold, task, seed, label = episode
+    item = Pending(endpoint, scaffold, task, seed, label)
     result: list[Any] = []
 
     def work() -> None:
         try:
-            result.append((True, _episode_attempts(ctx, endpoint, task, seed)))
+            result.append((True, run_attempts(ctx, item)))
         except BaseException as exc:  # raised in the task's own thread below
             result.append((False, exc))
 
@@ -151,20 +150,21 @@ def run_episode(
             worker.join(0.2)
     except KeyboardInterrupt:
         ctx.halt()  # shells killed, sandboxes closed: the same stop as in one process
+        ctx.close()
         shutil.rmtree(scratch, ignore_errors=True)
         return None
+    ctx.close()
     ok, value = result[0]
     if not ok:
         raise value
     if value is None:
         return None
-    outcome, sandbox = value
-    if sandbox is not None:
-        sandbox.close()
-    edir = store.episode_dir(endpoint.name, task.id, seed)
+    if value.sandbox is not None:
+        value.sandbox.close()
+    edir = store.episode_dir(label, task.id, seed)
     try:
         return EpisodeResult(
-            outcome=outcome,
+            outcome=value.outcome,
             files=_pack(edir),
             scratch=str(edir),
             node=ray.get_runtime_context().get_node_id(),

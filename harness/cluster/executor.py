@@ -12,7 +12,7 @@ import collections
 import contextlib
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,15 +23,11 @@ from harness.cluster.replica import Replica, ReplicaSpec
 from harness.errors import HarnessError
 from harness.progress import console
 from harness.replay.endpoint import is_replay_model
+from harness.seam import ServerFacts
 
 if TYPE_CHECKING:
-    from harness.episodes.driver import EpisodeOutcome
-    from harness.evaluate import EvalConfig, _Rollout
-    from harness.results.store import EpisodeRecord
-    from harness.runtime.base import Sandbox
-    from harness.server.endpoint import ModelEndpoint
-    from harness.server.process import VLLMServer
-    from harness.tasks import Task
+    from harness.evaluate import EvalConfig
+    from harness.rollout import Finished, Pending, Rollout
 
 MAX_RERUNS = 3  # an episode whose node is lost this often stops the run (something else is wrong)
 _PROBE_S = 30.0  # how long a replica may take to answer before it counts as lost
@@ -88,13 +84,13 @@ class ClusterModel:
     starts every replica's server at once, ``release`` stops them and keeps their files."""
 
     def __init__(self, config: "EvalConfig", model: str, run_dir: Path) -> None:
-        self.ray = connect(config.ray_address)
+        self.ray = connect(config.executor.ray_address)
         self.config, self.run_dir = config, run_dir
         self.up_seconds = self.busy_seconds = 0.0
         self._replicas: list[_Replica] = []
         layout = _layout(self.ray)
         gpu = any(g for _, g, _ in layout)
-        server = dict(config.server)
+        server = config.server.model_dump(exclude_defaults=True)
         tp = 1
         if config.base_url or is_replay_model(model):
             self.name = self.path = model
@@ -118,7 +114,7 @@ class ClusterModel:
             api_key=config.api_key,
             idle_timeout=config.idle_timeout,
         )
-        self.nodes = _slots(layout, tp, gpu)[: config.ray_replicas or None]
+        self.nodes = _slots(layout, tp, gpu)[: config.executor.ray_replicas or None]
         if not self.nodes:
             biggest = max((g for _, g, _ in layout), default=0)
             raise HarnessError(
@@ -177,13 +173,6 @@ class ClusterModel:
         console.print(f"{markup(model)}: {markup(plan.advice)}", highlight=False)
         return int(plan.tensor_parallel)
 
-    @property
-    def server_seconds(self) -> tuple[float, float] | None:
-        """(up, busy) seconds of the replicas' vLLM servers, summed; None for servers the harness
-        does not watch (a --base-url, a replay script), as on one machine."""
-        managed = not (self.config.base_url or is_replay_model(self.spec.model))
-        return (self.up_seconds, self.busy_seconds) if managed else None
-
     # ---- ModelEndpoint -------------------------------------------------------------------------
     @property
     def openai_url(self) -> str:
@@ -194,8 +183,14 @@ class ClusterModel:
         return self.config.api_key
 
     @property
-    def server(self) -> "VLLMServer | None":
-        return None
+    def server_id(self) -> str:
+        return f"ray:{id(self)}"
+
+    def facts(self) -> ServerFacts | None:
+        """The replicas' vLLM servers' seconds, summed; None for servers the harness does not
+        watch (a --base-url, a replay script), as on one machine."""
+        managed = not (self.config.base_url or is_replay_model(self.spec.model))
+        return ServerFacts(up_s=self.up_seconds, busy_s=self.busy_seconds) if managed else None
 
     def healthy(self) -> bool:
         return any(r.alive for r in self._replicas)
@@ -233,7 +228,7 @@ class ClusterModel:
         if not any(r.alive for r in self._replicas):
             raise HarnessError(f"{self.name}: every replica was lost (their nodes left the cluster)")
 
-    def release(self) -> None:
+    def release(self, *, now: bool = False) -> None:
         """Every server stopped, its files into run_dir/replicas/MODEL-N/, the actors gone."""
         ray = self.ray
         calls = [(r, r.handle.release.remote()) for r in self._replicas if r.alive]
@@ -305,50 +300,41 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
 
 
-def _moved(outcome: "EpisodeOutcome", scratch: str, edir: Path) -> "EpisodeOutcome":
-    """The outcome's paths moved from the episode's node to the run directory."""
+class RayRollouts:
+    """``--executor ray``: each model's replicas on the cluster (its endpoint, ClusterModel), and
+    every pending episode a Ray task on its replica's node, run through rollout.run_attempts there
+    (cluster/episode.py); each result comes back here, its files unpacked into the run directory."""
 
-    def move(path: Path | None) -> Path | None:
-        if path is None:
-            return None
-        with contextlib.suppress(ValueError):
-            return edir / Path(path).relative_to(scratch)
-        return path
+    def __init__(self, config: "EvalConfig") -> None:
+        self.config = config
 
-    return outcome.model_copy(
-        update={
-            "conversation_dir": move(outcome.conversation_dir),
-            "completions_dir": move(outcome.completions_dir) or edir / "completions",
-        }
-    )
+    def endpoint(self, config: "EvalConfig", model: str, run_dir: Path) -> ClusterModel:
+        return ClusterModel(config, model, run_dir)
+
+    def rollouts(self, ctx: "Rollout", pending: "Sequence[Pending]") -> Iterator["Finished | None"]:
+        return _cluster_rollouts(ctx, pending)
 
 
-Record = Callable[
-    ["_Rollout", "ModelEndpoint", "Task", int, "EpisodeOutcome", "Sandbox | None"], "EpisodeRecord"
-]
+def _cluster_rollouts(ctx: "Rollout", pending: "Sequence[Pending]") -> Iterator["Finished | None"]:
+    from harness.rollout import Finished
 
-
-def cluster_rollouts(
-    ctx: "_Rollout", pending: "list[tuple[ModelEndpoint, Task, int]]", record: Record
-) -> Iterator["EpisodeRecord | None"]:
-    """The executor: every pending episode as a Ray task; each record as its result comes back."""
-    first = pending[0][0]
+    first = pending[0].endpoint
     assert isinstance(first, ClusterModel)
     ray = first.ray
     limit = ctx.config.concurrency
     task_fn = ray.remote(num_cpus=0, max_retries=0)(run_episode)
-    todo: collections.deque[tuple[ClusterModel, Task, int, int]] = collections.deque(
-        (ep, t, s, 0) for ep, t, s in pending if isinstance(ep, ClusterModel)
-    )
-    flying: dict[Any, tuple[ClusterModel, _Replica, Task, int, int]] = {}
+    todo: collections.deque[tuple[Pending, int]] = collections.deque((p, 0) for p in pending)
+    flying: dict[Any, tuple[Pending, _Replica, int]] = {}
     # The runtime as the driver resolved it (auto: docker or local), the same on every node.
-    update = {"scaffold": _absolute(ctx.config.scaffold), "runtime": ctx.runtime.name}
+    update = {"scaffolds": tuple(_absolute(s) for s in ctx.config.scaffolds), "runtime": ctx.runtime.name}
     config_ref = ray.put(ctx.config.model_copy(update=update))
-    submitted: set[tuple[str, str, int]] = set()
+    submitted: set[str] = set()
     try:
         while todo or flying:
             while todo and not ctx.stop.is_set():
-                model, task, seed, tries = todo[0]
+                item, tries = todo[0]
+                model = item.endpoint
+                assert isinstance(model, ClusterModel)
                 replica = model.pick(limit)
                 if replica is None:
                     if not model.healthy():
@@ -361,18 +347,24 @@ def cluster_rollouts(
                     replica.node, soft=False
                 )
                 ref = task_fn.options(scheduling_strategy=strategy).remote(
-                    config_ref, ctx.run_id, replica.handle, (model.name, model.path), task, seed
+                    config_ref,
+                    ctx.run_id,
+                    replica.handle,
+                    (model.name, model.path),
+                    (item.scaffold, item.task, item.seed, item.label),
                 )
                 replica.load += 1
-                flying[ref] = (model, replica, task, seed, tries)
-                if (key := (model.name, task.id, seed)) not in submitted:
-                    submitted.add(key)
+                flying[ref] = (item, replica, tries)
+                if item.key not in submitted:
+                    submitted.add(item.key)
                     ctx.started += 1
             if ctx.stop.is_set():
                 return
             ready, _ = ray.wait(list(flying), num_returns=1, timeout=0.2)
             for ref in ready:
-                model, replica, task, seed, tries = flying.pop(ref)
+                item, replica, tries = flying.pop(ref)
+                model = item.endpoint
+                assert isinstance(model, ClusterModel)
                 replica.load -= 1
                 try:
                     result: EpisodeResult | None = ray.get(ref)
@@ -388,22 +380,21 @@ def cluster_rollouts(
                     model.lost(replica)
                     if tries + 1 > MAX_RERUNS:
                         raise HarnessError(
-                            f"{model.name}/{task.id}/seed{seed}: lost {tries + 1} times on the cluster "
+                            f"{item.key}: lost {tries + 1} times on the cluster "
                             f"({type(lost).__name__}); see the Ray logs"
                         )
                     console.print(
-                        f"[yellow]{markup(task.id)} seed {seed}: lost with its node or worker "
+                        f"[yellow]{markup(item.task.id)} seed {item.seed}: lost with its node or worker "
                         f"({type(lost).__name__}); running it again[/]",
                         highlight=False,
                     )
-                    todo.appendleft((model, task, seed, tries + 1))
+                    todo.appendleft((item, tries + 1))
                     continue
                 if result is None:  # stopped while it ran
                     yield None
                     continue
-                edir = ctx.store.episode_dir(model.name, task.id, seed)
-                unpack(result.files, edir)
-                yield record(ctx, model, task, seed, _moved(result.outcome, result.scratch, edir), None)
+                unpack(result.files, ctx.store.episode_dir(item.label, item.task.id, item.seed))
+                yield Finished(item, result.outcome, None)
     finally:
         if flying:
             ctx.stopped += len(flying)

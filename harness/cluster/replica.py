@@ -72,13 +72,14 @@ class Replica:
 
     def server_pid(self) -> int | None:
         """The server's process id (None: not running, or not a vLLM server)."""
-        server = self._ep().server
+        ep = self._ep()
+        server = ep.server if isinstance(ep, ManagedEndpoint) else None
         return server.pid if server is not None and server.is_running() else None
 
     def stop_reason(self) -> str | None:
         """Why the server last stopped (idle, crashed, ...); None while it runs or never ran."""
         ep = self._ep()
-        if ep.server is not None:
+        if isinstance(ep, ManagedEndpoint):
             return None if ep.server.is_running() else ep.server.stop_reason
         return ep.stop_reason if isinstance(ep, ReplayEndpoint) else None
 
@@ -86,8 +87,8 @@ class Replica:
         """Stop the server; (up seconds, busy seconds, its files by name) for the driver."""
         ep = self._ep()
         ep.release()
-        server = ep.server
-        up, busy = (server.up_seconds, server.busy_seconds) if server is not None else (0.0, 0.0)
+        facts = ep.facts()
+        up, busy = (facts.up_s, facts.busy_s) if facts is not None else (0.0, 0.0)
         if isinstance(ep, ReplayEndpoint):
             up = ep.up_seconds
         files = {}

@@ -11,6 +11,9 @@ killed its own tools) are not.
 """
 
 import errno
+import time
+
+from harness.seam import EpisodeOutcome
 
 # Exception type names (anywhere in the cause chain) that mean the infrastructure failed. Names,
 # not classes: litellm, openai, httpx and the SDK each wrap the same failure in their own type,
@@ -72,3 +75,16 @@ def is_infra_error_name(error_type: str | None, message: str | None = None) -> b
     """The same judgement from a recorded type name and message (an SDK error event, no exception)."""
     text = message or ""
     return (error_type or "") in INFRA_ERROR_TYPES or any(t in text for t in _DISK_FULL_TEXT)
+
+
+def failed_outcome(what: str, exc: BaseException, started: float) -> EpisodeOutcome:
+    """An episode that never got to its agent (no sandbox, its tools never started, a full disk):
+    status error, with the reason, infrastructure's or not by the rules above."""
+    return EpisodeOutcome(
+        status="error",
+        turns=[],
+        error=f"{what}: {exc}",
+        error_type=type(exc).__name__,
+        wall_s=time.monotonic() - started,
+        infra=is_infra_fault(exc),
+    )

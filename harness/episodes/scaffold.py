@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from harness.errors import HarnessError
 from harness.monitor.formats import ToolSchemas
 from harness.paths import repo_root
+from harness.proxy.config import ActionFormat
 
 DEFAULT_SCAFFOLD = "openhands-codeact"
 
@@ -33,11 +34,22 @@ class Scaffold(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
+    runner: str = Field(
+        "openhands-sdk", description="The runner that drives it (a name of harness/registry.py's runners)."
+    )
     tools: list[str]
     builtin_tools: list[str] = ["FinishTool", "ThinkTool"]
     native_tool_calling: bool = True
+    parallel_tool_calls: bool = Field(
+        False, description="A response may carry several tool calls, all run (not a format error)."
+    )
     max_iterations: int = Field(30, ge=1)
     terminal_type: str = "subprocess"
+    actions: ActionFormat | None = Field(
+        None,
+        description="A text-action scaffold's action format (its [actions] table); None: native tool "
+        "calls. The model-call proxy parses and validates turns by it.",
+    )
     sampling: Sampling = Sampling()
     directory: Path = Field(Path("."), exclude=True)
 

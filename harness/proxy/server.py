@@ -71,6 +71,10 @@ class EpisodeEndpoint:
     def api_key(self) -> str:
         return self._proxy.api_key
 
+    @property
+    def server_id(self) -> str:
+        return self.upstream.server_id
+
     def ensure_up(self) -> None:
         self.upstream.ensure_up()
 
@@ -80,7 +84,7 @@ class EpisodeEndpoint:
     def facts(self) -> ServerFacts | None:
         return self.upstream.facts()
 
-    def release(self) -> None:
+    def release(self, *, now: bool = False) -> None:
         """The episode is over: its last turn is whole and its prefix answers 404 from now on."""
         self._proxy.close_episode(self.slug)
 

@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING
 
 from harness.replay.script import load_script
 from harness.replay.server import ReplayServer
+from harness.seam import ServerFacts
 
 if TYPE_CHECKING:
-    from harness.server.process import VLLMServer
+    from harness.evaluate import EvalConfig
 
 PREFIX = "replay:"
 
@@ -51,8 +52,11 @@ class ReplayEndpoint:
         return "EMPTY"
 
     @property
-    def server(self) -> "VLLMServer | None":
-        return None
+    def server_id(self) -> str:
+        return f"replay:{id(self)}"
+
+    def facts(self) -> ServerFacts | None:
+        return None  # a script costs no GPU: its time is left out of the server figures
 
     @property
     def running(self) -> bool:
@@ -94,6 +98,11 @@ class ReplayEndpoint:
             self.up_seconds += time.monotonic() - self._started_at
             self.stop_reason = reason
 
-    def release(self) -> None:
+    def release(self, *, now: bool = False) -> None:
         with self._lock:
-            self._stop("rollouts done")
+            self._stop("run stopped" if now else "rollouts done")
+
+
+def make_replay(config: "EvalConfig", model: str, run_dir: Path) -> ReplayEndpoint:
+    """The registry's factory for ``--model replay:SCRIPT``."""
+    return ReplayEndpoint(model, config.idle_timeout)

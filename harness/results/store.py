@@ -47,8 +47,11 @@ class EpisodeRecord(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     run_id: str
-    model: str
+    model: str = Field(description="The model, or MODEL@SCAFFOLD in a run of several scaffolds.")
     model_path: str
+    scaffold: str | None = Field(
+        None, description="The scaffold it ran under (None: a run before it was kept)."
+    )
     task_id: str
     suite: str
     seed: int

@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
-from harness.episodes.turns_from_events import SdkTurnAssembler, _text_of, turns_from_v0_history
+from harness.episodes.openhands.turns_from_events import SdkTurnAssembler, text_of, turns_from_v0_history
 from harness.errors import HarnessError
 from harness.monitor.records import ToolCall, Turn
 from harness.results._gc import gc_paused
@@ -244,7 +244,7 @@ def _mini_swe_agent_turns(doc: dict[str, Any]) -> list[Turn]:
     for m in doc.get("messages") or []:
         if not isinstance(m, dict):
             continue
-        role, text = m.get("role"), _text_of(m.get("content"))
+        role, text = m.get("role"), text_of(m.get("content"))
         extra = _dict(m.get("extra"))
         if role == "assistant":
             response = _dict(extra.get("response"))

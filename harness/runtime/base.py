@@ -1,23 +1,21 @@
 """The workspace part of the episode seam: a runtime makes one sandbox per episode.
 
-A sandbox is where the agent's tools act and where the task's tests run afterwards:
-
-- ``host_workspace``: a directory on this machine that the SDK conversation is rooted in; after
-  ``finish()`` it holds the episode's final files (exports and ``harness show`` read them);
-- ``agent_workdir``: the working directory as the agent is told it (a local path, or the
-  container's ``/workspace`` / the task's WORKDIR);
-- ``tool_params``: what the scaffold's tool specs need to act inside this sandbox;
-- ``finish()`` when the agent is done, ``verify()`` to run the tests (in a fresh sandbox with the
-  final files for native and SWE-bench tasks, harness/tasks/fresh.py), ``close()`` to remove it;
-- ``run_solution()`` instead of an agent: the task's reference solution, as Harbor's oracle runs it
-  (``harness tasks verify``).
+A sandbox is where an agent's commands run and where the task's tests run afterwards. A runner
+sees only the seam's verbs (harness/seam.py: ``workdir``, exec, read, write, copy in, copy out,
+close); the driver also ``finish()``es it when the agent is done (the final files exported into
+the episode directory's ``workspace``), ``verify()``s it (in a fresh sandbox with the final files
+for native and SWE-bench tasks, harness/tasks/fresh.py) and closes it; ``run_solution()`` applies
+the task's reference solution instead of an agent, as Harbor's oracle does (``tasks verify``).
+What a scaffold needs running inside (OpenHands' tool server) is its runner's ``SandboxPrep``.
 """
 
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from harness.runtime.export_caps import ExportLimits
+from harness.seam import Sandbox
 from harness.tasks import Task, VerifyResult
 
 
@@ -31,28 +29,57 @@ class ContainerLimits(BaseModel):
     pids: int = Field(512, ge=16, description="Processes per episode container.")
 
 
-class Sandbox(Protocol):
-    @property
-    def host_workspace(self) -> Path: ...
+class SandboxConfig(BaseModel):
+    """How episodes' sandboxes are made (the ``sandbox`` section of EvalConfig): limits of a
+    container (docker runtime), image substitutions, and how much of the final files is copied out."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    cpus: float = Field(2.0, gt=0, description="CPUs per episode container (docker runtime).")
+    memory_gib: float = Field(
+        4.0, gt=0, description="Memory per episode container in GiB, no swap (docker runtime)."
+    )
+    pids: int = Field(512, ge=16, description="Processes per episode container (docker runtime).")
+    image_map: tuple[str, ...] = Field(
+        (),
+        description="FROM=TO: use image TO wherever a task's docker_image or Dockerfile FROM names FROM "
+        "(exact, or a prefix ending in / or :), e.g. for a mirror registry (docker runtime).",
+        json_schema_extra={"flag": "image-map", "metavar": "FROM=TO"},
+    )
+    export_max_gib: float = Field(
+        1.0,
+        gt=0,
+        description="Most GiB of an episode's final files copied out of its sandbox (each file at its "
+        "full size, sparse or not); over it the episode is an error naming the cap, and nothing is copied.",
+        json_schema_extra={"flag": "export-max-gib"},
+    )
+    export_max_files: int = Field(
+        100_000,
+        ge=1,
+        description="Most files (and directories) of an episode's final files copied out of its sandbox.",
+        json_schema_extra={"flag": "export-max-files"},
+    )
 
     @property
-    def agent_workdir(self) -> str: ...
+    def limits(self) -> ContainerLimits:
+        return ContainerLimits(cpus=self.cpus, memory_gib=self.memory_gib, pids=self.pids)
 
-    def instruction(self) -> str: ...
+    @property
+    def exports(self) -> ExportLimits:
+        return ExportLimits(max_bytes=int(self.export_max_gib * (1 << 30)), max_files=self.export_max_files)
 
-    def tool_params(self) -> dict[str, dict[str, Any]]: ...
 
-    def start_tools(self, terminal_type: str) -> None:
-        """Before the conversation: whatever the tools need running in the sandbox."""
-        ...
+class EpisodeSandbox(Sandbox, Protocol):
+    """What the driver holds of an episode's sandbox: the seam's verbs (all a runner sees), and the
+    episode's life around the agent: its instruction, the final files exported, verification."""
 
-    def failure(self) -> BaseException | None:
-        """What broke the sandbox during the episode (it ends the episode as an error), or None."""
+    def instruction(self) -> str:
+        """The task's instruction as the agent reads it in here (local paths rewritten)."""
         ...
 
     def finish(self) -> None:
-        """The agent is done: its final files in ``host_workspace``; ExportLimit (export_caps.py)
-        when they are over the run's caps, and then none of them are there."""
+        """The agent is done: its final files in the episode directory's ``workspace``; ExportLimit
+        (export_caps.py) when they are over the run's caps, and then none of them are there."""
         ...
 
     def run_solution(self) -> tuple[bool, str]:
@@ -61,7 +88,28 @@ class Sandbox(Protocol):
 
     def verify(self) -> VerifyResult: ...
 
+
+class Verifiable(Protocol):
+    """A finished episode, for its verification."""
+
+    def verify(self) -> VerifyResult: ...
+
     def close(self) -> None: ...
+
+
+class SandboxPrep(Protocol):
+    """What a runner starts in a sandbox before its episode (OpenHands: the tool server in a
+    container), which a runtime may do ahead, while earlier episodes run (warm.py)."""
+
+    key: str  # sandboxes prepared by equal keys are interchangeable
+
+    def start(self, sandbox: Sandbox) -> None:
+        """Begin (returns once under way; idempotent: an episode calls it on what it is given)."""
+        ...
+
+    def settle(self, sandbox: Sandbox) -> None:
+        """Until what ``start`` began is up (or has failed: the episode meets the error)."""
+        ...
 
 
 class Runtime(Protocol):
@@ -73,9 +121,10 @@ class Runtime(Protocol):
         for verification)."""
         ...
 
-    def warm_up(self, tasks: list[Task], terminal_type: str, ahead: int) -> None:
-        """The episodes' tasks in the order their sandboxes will be opened: a runtime whose
-        sandboxes are slow to start starts ``ahead`` of them before they are asked for."""
+    def warm_up(self, episodes: "list[tuple[Task, SandboxPrep | None]]", ahead: int) -> None:
+        """The episodes' tasks (and their runners' preps) in the order their sandboxes will be
+        opened: a runtime whose sandboxes are slow to start starts ``ahead`` of them, prepared,
+        before they are asked for."""
         ...
 
     def cool_down(self) -> None:
@@ -87,8 +136,21 @@ class Runtime(Protocol):
         sandboxes are slow to start starts ``ahead`` of them now (``cool_down`` removes the rest)."""
         ...
 
-    def open(self, task: Task, episode_dir: Path, key: str, *, fresh: bool, tools: bool = True) -> Sandbox:
-        """The episode's sandbox: a new one (``fresh``, for a rollout) or the one its rollout left
-        (for verification; rebuilt from the exported files when that one is gone). ``tools=False``:
-        no agent will act in it (``tasks verify``), so what only the agent's tools need is skipped."""
+    def open(
+        self,
+        task: Task,
+        episode_dir: Path,
+        key: str,
+        *,
+        agent: bool = True,
+        prep: "SandboxPrep | None" = None,
+    ) -> EpisodeSandbox:
+        """A new sandbox for the episode ``key`` (a rollout's, or ``tasks verify``'s), one started
+        ahead with ``prep`` when there is one. ``agent=False``: no agent will act in it, so what
+        only an agent needs is skipped."""
+        ...
+
+    def reopen(self, task: Task, episode_dir: Path, key: str) -> "Verifiable":
+        """Where the episode ``key``, finished, is verified: the sandbox its rollout left, or what
+        stands in for it (a fresh one, or one rebuilt from the exported files)."""
         ...

@@ -30,19 +30,20 @@ import tempfile
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.progress import console
-from harness.runtime.base import ContainerLimits
-from harness.runtime.container_files import export_dir, extract_tar, put_dir, stage_name
+from harness.runtime.base import ContainerLimits, SandboxConfig, SandboxPrep
+from harness.runtime.container_files import export_dir, extract_tar, put_dir, put_file, stage_name
 from harness.runtime.container_verify import ExportedSandbox, exec_capped, verifier_name, verify_fresh
 from harness.runtime.export_caps import ExportLimit, ExportLimits
-from harness.runtime.images import AGENT_PYTHON, ensure_sandbox_image
+from harness.runtime.images import ensure_sandbox_image
 from harness.runtime.owner import owner_labels, owner_state
 from harness.runtime.task_images import TaskImageError, build_task_image, image_workdir, resolve_task_images
 from harness.runtime.warm import WarmPool
+from harness.seam import ExecResult
 from harness.tasks import Task, VerifyResult, prepare_workspace
 from harness.tasks.fresh import verify_mode
 from harness.tasks.harbor import LOGS_DIR, SOLUTION_DIR, TESTS_DIR
@@ -53,8 +54,6 @@ if TYPE_CHECKING:
     import docker
     from docker.models.containers import Container
 
-    from harness.runtime.remote_tools import ToolClient
-
 LABEL = "harness.episode"  # value: the episode key; every harness container has it
 LABEL_RUN = "harness.run"  # a hash of the run directory's path
 LABEL_IPC = "harness.ipc"  # its tool server's directory under IPC_ROOT (a warm container is renamed)
@@ -64,20 +63,12 @@ IPC_ROOT = Path(tempfile.gettempdir()) / "harness-ipc"  # short: a unix socket p
 IPC_MOUNT = "/run/harness"
 DEFAULT_WORKDIR = "/workspace"
 AGENT_USER = "1000:1000"  # the sandbox image's `agent`
-_TOOLS_START_TIMEOUT_S = 60.0
-# What runs the tools in the container (standard library and openhands only: no harness there).
-_TOOL_SERVER_FILES = (
-    Path(__file__).with_name("toolserver.py"),
-    Path(__file__).with_name("import_stubs.py"),
-    Path(__file__).parent.parent / "episodes" / "ready_terminal.py",
-)
-# _fit in the container: exit 3 without the agent's tools, 0 with a user `agent` (the working
-# directory made and given to it), 4 without one (made, left to root).
+# _fit in the container: 0 with a user `agent` (the working directory made and given to it), 4
+# without one (made, left to root).
 _FIT_SCRIPT = """
-test -x "$1" || exit 3
-mkdir -p "$2"
+mkdir -p "$1"
 id -u agent >/dev/null 2>&1 || exit 4
-[ "$2" = / ] || chown -R "$3" "$2" || true  # as before: a failed chown leaves the user agent
+[ "$1" = / ] || chown -R "$2" "$1" || true  # as before: a failed chown leaves the user agent
 """
 # run_solution() in the container: $1 solution dir, $2 where its files were copied, $3 logs dir,
 # $4 working directory (made: an image's WORKDIR need not exist), then the command.
@@ -110,148 +101,102 @@ def container_name(run: str, key: str) -> str:
 
 
 class ContainerSandbox:
+    """An episode's container. ``channel``: a directory of this machine mounted at IPC_MOUNT in
+    it, for what a runner starts inside to talk back (OpenHands' tool server); None for sandboxes
+    no agent acts in."""
+
     def __init__(
         self,
         runtime: "ContainerRuntime",
         task: Task,
         container: "Container",
         episode_dir: Path,
-        ipc_dir: Path | None,
-        *,
-        launched: bool = False,
+        channel: Path | None,
+        prep: SandboxPrep | None = None,
     ) -> None:
         self.runtime, self.task, self.container = runtime, task, container
-        self._episode_dir = episode_dir
-        self._ipc_dir = ipc_dir
-        self._launched = launched  # a warm container's tool server is already starting
-        self._id = uuid.uuid4().hex
-        self._client: ToolClient | None = None
+        self.episode_dir = episode_dir
+        self.channel = channel
+        self.prep = prep  # what a runner started in it ahead of its episode
         self._exported = False
 
     @property
-    def host_workspace(self) -> Path:
-        return self._episode_dir / "workspace"
+    def workdir(self) -> str:
+        return self.runtime.workdir(self.task)
 
     @property
-    def agent_workdir(self) -> str:
-        return self.runtime.workdir(self.task)
+    def user(self) -> str:
+        """Who the agent is in here: the image's ``agent`` (uid:gid), or ``0`` where there is none."""
+        return self.runtime.user(self.task)
+
+    @property
+    def limits(self) -> ContainerLimits:
+        return self.runtime.limits_for(self.task)
+
+    @property
+    def _final(self) -> Path:
+        return self.episode_dir / "workspace"
+
+    def _in(self, path: str) -> str:
+        return path if path.startswith("/") else f"{self.workdir.rstrip('/')}/{path}"
+
+    def exec(
+        self,
+        cmd: str | Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        user: str | None = None,
+    ) -> ExecResult:
+        """``cmd`` in the container as the agent (``user="root"``: as root), in ``cwd`` (default the
+        working directory); its output read as a stream and capped; ``timeout`` ends it (and what
+        it started in its process group) with ``timeout -k``."""
+        argv = ["bash", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        if timeout is not None:
+            argv = ["timeout", "-k", "5", f"{timeout:g}", *argv]
+        who = "0" if user == "root" else (user or self.user)
+        code, out, err = exec_capped(
+            self.container,
+            argv,
+            user=who,
+            workdir=self._in(cwd) if cwd else self.workdir,
+            env=dict(env or {}),
+        )
+        timed_out = timeout is not None and code in (124, 137)
+        text = out.decode(errors="replace") + err.text()
+        return ExecResult(exit_code=None if timed_out else code, output=text, timed_out=timed_out)
+
+    def read(self, path: str) -> bytes:
+        with tempfile.TemporaryDirectory(prefix="harness-read-") as tmp:
+            export_dir(self.container, self._in(path), Path(tmp), self.runtime.exports)
+            files = [p for p in Path(tmp).rglob("*") if p.is_file()]
+            if len(files) != 1:
+                raise IsADirectoryError(f"{path} in container {self.container.name} is not one file")
+            return files[0].read_bytes()
+
+    def write(self, path: str, data: bytes) -> None:
+        target = self._in(path)
+        with tempfile.TemporaryDirectory(prefix="harness-write-") as tmp:
+            src = Path(tmp) / "f"
+            src.write_bytes(data)
+            put_file(self.container, src, target, owner=_owner(self.user))
+
+    def copy_in(self, src: Path, dest: str) -> None:
+        if src.is_dir() and not src.is_symlink():
+            put_dir(self.container, src, self._in(dest), owner=_owner(self.user), make=True)
+        else:
+            put_file(self.container, src, self._in(dest), owner=_owner(self.user))
+
+    def copy_out(self, src: str, dest: Path) -> None:
+        export_dir(self.container, self._in(src), dest, self.runtime.exports)
 
     def instruction(self) -> str:
         return self.task.instruction  # container paths are real in here: nothing to rewrite
 
-    def tool_params(self) -> dict[str, dict[str, Any]]:
-        return {"terminal": {"sandbox": self._id}, "file_editor": {"sandbox": self._id}}
-
-    def start_tools(self, terminal_type: str) -> None:
-        """Start the tool server in the container (before the conversation; the first tool call
-        waits for it to answer); a warm container's is already starting."""
-        from harness.runtime.remote_tools import ToolClient, attach
-
-        assert self._ipc_dir is not None
-        if not self._launched:
-            self.runtime.launch_tools(self.container, self._ipc_dir, self.task, terminal_type)
-        limits = self.runtime.limits_for(self.task)
-        client = ToolClient(
-            self._ipc_dir / "tools.sock",
-            self.loss,
-            f"{limits.memory_gib:g} GiB",
-            probe=self.probe,
-            call_limit_s=self.task.limits.agent_timeout_s,
-        )
-        client.connect_later(_TOOLS_START_TIMEOUT_S, alive=self._running)
-        self._client = client
-        attach(self._id, client, self.agent_workdir)
-
-    def _running(self) -> bool:
-        from docker.errors import NotFound
-
-        try:
-            self.container.reload()
-        except NotFound:
-            return False
-        except Exception:  # a slow or busy engine is not a dead container: the deadline decides
-            return True
-        return bool(self.container.status == "running")
-
-    def probe(self) -> RuntimeError | None:
-        """The container seen from outside while a tool call is pending: gone, or at its process limit."""
-        from harness.runtime.remote_tools import SandboxLimit
-
-        try:
-            stats = self.container.stats(stream=False, one_shot=True)
-            self.container.reload()
-        except Exception:
-            return self.loss()
-        if self.container.status != "running":
-            return self.loss()
-        pids = (stats.get("pids_stats") or {}).get("current")
-        limit = self.runtime.limits_for(self.task).pids
-        if isinstance(pids, int) and pids >= limit - 2:
-            return SandboxLimit(f"the container reached its limit of {limit} processes ({pids} running)")
-        return None
-
-    def failure(self) -> BaseException | None:
-        return self._client.failure if self._client is not None else None
-
-    def loss(self) -> RuntimeError:
-        """Why the tools stopped answering, decided by cause: the container gone or stopped from
-        outside, or the tool server failing on its own, is the infrastructure's (SandboxLost: retried,
-        never scored); a memory limit the agent's commands hit (SandboxLimit) and a tool server the
-        agent killed (SandboxDestroyed) are the model's outcome. The agent can kill it only where it
-        runs as root (an image without the user ``agent``): elsewhere the server is root's and the
-        agent's processes are not (toolserver.py)."""
-        from harness.runtime.remote_tools import FAILED_NOTE, SandboxDestroyed, SandboxLimit, SandboxLost
-
-        name = self.container.name
-        try:
-            self.container.reload()
-        except Exception:
-            return SandboxLost(f"container {name} is gone (removed or the engine restarted)")
-        state = self.container.attrs.get("State") or {}
-        memory = f"{self.runtime.limits_for(self.task).memory_gib:g} GiB"
-        oom = "the kernel killed a process out of memory"
-        if state.get("OOMKilled") or (self.container.status == "running" and (oom := self._oom_kills())):
-            return SandboxLimit(f"the container's memory limit ({memory}) was exceeded: {oom}")
-        if self.container.status != "running":
-            return SandboxLost(
-                f"container {name} stopped ({self.container.status}, exit code {state.get('ExitCode')})"
-            )
-        note = self._ipc_dir / FAILED_NOTE if self._ipc_dir is not None else None
-        if note is not None and note.exists():
-            tail = " ".join(note.read_text(errors="replace").strip().splitlines()[-1:])
-            return SandboxLost(f"the tool server in container {name} failed: {tail}")
-        if self.runtime.user(self.task) != "0":
-            return SandboxLost(
-                f"the tool server in container {name} exited (it runs as root: the agent's commands cannot end it)"
-            )
-        return SandboxDestroyed(
-            f"the agent's commands killed the tool server in container {name} (e.g. kill -9 -1 or pkill python: "
-            "the task's image has no user `agent`, so the agent runs as root and can end any process there); "
-            "the container still runs and hit no limit: the model's outcome, scored 0"
-        )
-
-    def _oom_kills(self) -> str:
-        """The container's out-of-memory kills as words ("" when none), read from its cgroup."""
-        try:
-            _, out = self.container.exec_run(
-                ["cat", "/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"], user="0"
-            )
-        except Exception:
-            return ""
-        for line in (out or b"").decode(errors="replace").splitlines():
-            key, _, value = line.partition(" ")
-            if key == "oom_kill" and value.strip().isdigit() and int(value) > 0:
-                return f"the kernel killed {int(value)} process(es) out of memory"
-        return ""
-
     def finish(self) -> None:
         """The agent is done: tools closed, final files exported, processes stopped. Files over the
         run's export caps are not exported (ExportLimit, raised once the container is stopped)."""
-        from harness.runtime.remote_tools import detach
-
-        detach(self._id)
-        if self._client is not None:
-            self._client.close()
         too_big: ExportLimit | None = None
         try:
             self._export()
@@ -265,12 +210,12 @@ class ContainerSandbox:
                 # At once: the files are out, and ``sleep`` as PID 1 ignores SIGTERM, so a grace
                 # period is only waited out (it was a second per episode).
                 self.container.stop(timeout=0)
-        if fresh and self._ipc_dir is not None:  # nothing mounts it again
-            shutil.rmtree(self._ipc_dir, ignore_errors=True)
+        if fresh and self.channel is not None:  # nothing mounts it again
+            shutil.rmtree(self.channel, ignore_errors=True)
         # Else the (now empty) shared directory stays until close: the stopped container mounts
         # it again when verification starts it.
-        elif self._ipc_dir is not None:
-            for leftover in self._ipc_dir.iterdir():
+        elif self.channel is not None:
+            for leftover in self.channel.iterdir():
                 if leftover.is_dir() and not leftover.is_symlink():
                     shutil.rmtree(leftover, ignore_errors=True)
                 else:
@@ -280,10 +225,10 @@ class ContainerSandbox:
 
     def _export(self) -> None:
         """The agent's final files into the episode directory; ExportLimit over the run's caps."""
-        self.host_workspace.mkdir(parents=True, exist_ok=True)
+        self._final.mkdir(parents=True, exist_ok=True)
         self._exported = True
         try:
-            export_dir(self.container, self.agent_workdir, self.host_workspace, self.runtime.exports)
+            export_dir(self.container, self.workdir, self._final, self.runtime.exports)
         except ExportLimit:
             raise
         except Exception:  # a container already gone has nothing to export
@@ -335,7 +280,7 @@ class ContainerSandbox:
         know beforehand, and the exec moves them to ``dest``."""
         stage = stage_name()
         put_dir(self.container, src, stage, owner=(0, 0), make=True)
-        cmd = ["sh", "-c", script, "-", dest, stage, LOGS_DIR, self.agent_workdir,
+        cmd = ["sh", "-c", script, "-", dest, stage, LOGS_DIR, self.workdir,
                "timeout", "-k", "5", f"{timeout:g}", "bash", f"{dest}/{entry}"]  # fmt: skip
         if demux:  # the tests' output read as a stream, capped (verify)
             return exec_capped(self.container, cmd, user="0", workdir="/", env=env)
@@ -349,7 +294,7 @@ class ContainerSandbox:
                 self._export()
             with contextlib.suppress(Exception):
                 self.container.remove(force=True)
-            return verify_fresh(self.runtime, self.task, self.host_workspace, self._episode_dir)
+            return verify_fresh(self.runtime, self.task, self._final, self.episode_dir)
         return self._verify_shared()
 
     def _verify_shared(self) -> VerifyResult:
@@ -362,7 +307,7 @@ class ContainerSandbox:
         env = {
             **(task.container.env if task.container else {}),
             **task.verifier_env,
-            "WORKSPACE": self.agent_workdir,
+            "WORKSPACE": self.workdir,
             "PYTHON": "python3",
             "TESTS_DIR": tests,
             "TEST_DIR": tests,  # Terminal-Bench's name for it
@@ -383,8 +328,8 @@ class ContainerSandbox:
             if not timed_out and (graded := grade_logs(task.tests_dir, Path(tmp))) is not None:
                 tail += f"\n[harness] {graded}"  # a SWE-bench task: its log graded by swebench
                 with contextlib.suppress(OSError):
-                    self._episode_dir.mkdir(parents=True, exist_ok=True)
-                    shutil.copy(Path(tmp) / "report.json", self._episode_dir / "swebench_report.json")
+                    self.episode_dir.mkdir(parents=True, exist_ok=True)
+                    shutil.copy(Path(tmp) / "report.json", self.episode_dir / "swebench_report.json")
             reward, tail = score_tests(code, timed_out, Path(tmp), tail, timeout)
         return VerifyResult(
             resolved=reward >= 1.0,
@@ -397,25 +342,10 @@ class ContainerSandbox:
         )
 
     def close(self) -> None:
-        if self._client is not None:  # tools were started (not so for tasks verify's sandboxes)
-            # Imported only here: remote_tools imports the OpenHands SDK (~4 s the first time).
-            from harness.runtime.remote_tools import detach
-
-            detach(self._id)
-            self._client.close()
         with contextlib.suppress(Exception):
             self.container.remove(force=True)
-        if self._ipc_dir is not None:
-            shutil.rmtree(self._ipc_dir, ignore_errors=True)
-
-
-@dataclass(frozen=True)
-class _Warm:
-    """A container started ahead of its episode, its tool server launched."""
-
-    container: "Container"
-    ipc_dir: Path
-    user: str
+        if self.channel is not None:
+            shutil.rmtree(self.channel, ignore_errors=True)
 
 
 _IPC_STALE_S = 3600.0  # a tool server's directory without a container this long is no run's
@@ -459,8 +389,7 @@ class ContainerRuntime:
         self._workdirs: dict[str, str] = {}
         self._users: dict[str, str] = {}
         self._lock = threading.Lock()
-        self._terminal_type = "subprocess"
-        self._pool: WarmPool[Task, _Warm] = WarmPool(
+        self._pool: WarmPool[tuple[Task, SandboxPrep | None], ContainerSandbox] = WarmPool(
             self._make_warm, self._drop_warm, self._warm_spec, settle=self._settle_warm
         )
         self._verifiers: WarmPool[Task, Container] = WarmPool(
@@ -609,36 +538,11 @@ class ContainerRuntime:
             raise
         return container
 
-    def launch_tools(self, container: "Container", ipc_dir: Path, task: Task, terminal_type: str) -> None:
-        """The tool server started in the container (it answers once it has imported the SDK): its
-        supervisor as root, out of the agent's reach, the tools as the agent's user (toolserver.py)."""
-        for source in _TOOL_SERVER_FILES:
-            shutil.copy(source, ipc_dir / source.name)
-        user = self.user(task)
-        container.exec_run(
-            [
-                AGENT_PYTHON,
-                "-B",  # no __pycache__ of ready_terminal.py in the shared directory
-                f"{IPC_MOUNT}/toolserver.py",
-                "--socket",
-                f"{IPC_MOUNT}/tools.sock",
-                "--workdir",
-                self.workdir(task),
-                "--terminal-type",
-                terminal_type,
-                *(["--user", user] if user != "0" else []),
-            ],
-            user="0",
-            workdir=self.workdir(task),
-            environment={"HOME": "/home/agent", "USER": "agent"} if user == AGENT_USER else {},
-            detach=True,
-        )
-
-    def warm_up(self, tasks: list[Task], terminal_type: str, ahead: int) -> None:
+    def warm_up(self, episodes: list[tuple[Task, SandboxPrep | None]], ahead: int) -> None:
         """The episodes to come, in the order they will open their sandboxes: ``ahead`` sandboxes
-        start now, and each one an episode takes starts the next (warm.py)."""
-        self._terminal_type = terminal_type
-        self._pool.expect(tasks, ahead)
+        start now (each prepared by its runner's prep), and each one an episode takes starts the
+        next (warm.py)."""
+        self._pool.expect(episodes, ahead)
 
     def cool_down(self) -> None:
         """The sandboxes started ahead that no episode (or verification) took, removed."""
@@ -692,56 +596,54 @@ class ContainerRuntime:
             self._drop_verifier(container)
         return self._make_verifier(task)
 
-    def _warm_spec(self, task: Task) -> tuple[Any, ...] | None:
+    def _warm_spec(self, episode: tuple[Task, SandboxPrep | None]) -> tuple[Any, ...] | None:
         """What a sandbox depends on: episodes with equal specs can take each other's."""
+        task, prep = episode
         try:
             image = self.image(task)
         except Exception:  # its image failed: the episode meets the error when it opens
             return None
         env = tuple(sorted((task.container.env if task.container else {}).items()))
-        return (image, self.workdir(task), env, self.limits_for(task), self._terminal_type)
+        return (image, self.workdir(task), env, self.limits_for(task), prep.key if prep else None)
 
-    def _make_warm(self, task: Task) -> "_Warm":
+    def _make_warm(self, episode: tuple[Task, SandboxPrep | None]) -> ContainerSandbox:
+        """A sandbox for an episode still to come (its directory is set when one takes it), with
+        what the runner starts in it under way."""
+        task, prep = episode
         name = f"harness-{self._run}-{WARM}-{uuid.uuid4().hex[:12]}"
-        ipc_dir = _new_ipc_dir(name)
+        channel = _new_ipc_dir(name)
         try:
-            container = self._create(task, name, WARM, ipc_dir)
+            container = self._create(task, name, WARM, channel)
         except Exception:
-            shutil.rmtree(ipc_dir, ignore_errors=True)
+            shutil.rmtree(channel, ignore_errors=True)
             raise
-        warm = _Warm(container, ipc_dir, self.user(task))
-        try:
-            self.launch_tools(container, ipc_dir, task, self._terminal_type)
-        except Exception:
-            self._drop_warm(warm)
-            raise
+        warm = ContainerSandbox(self, task, container, Path(), channel, prep)
+        if prep is not None:
+            try:
+                prep.start(warm)
+            except Exception:
+                self._drop_warm(warm)
+                raise
         return warm
 
     @staticmethod
-    def _settle_warm(warm: "_Warm") -> None:
-        """Until its tool server answers (its socket appears only once it accepts), or its
-        container is gone."""
-        deadline = time.monotonic() + _TOOLS_START_TIMEOUT_S
-        next_look = time.monotonic() + 1.0
-        while not (warm.ipc_dir / "tools.sock").exists() and time.monotonic() < deadline:
-            if time.monotonic() > next_look:
-                warm.container.reload()  # raises when it was removed: settled all the same
-                if warm.container.status != "running":
-                    return
-                next_look = time.monotonic() + 1.0
-            time.sleep(0.02)
+    def _settle_warm(warm: ContainerSandbox) -> None:
+        if warm.prep is not None:
+            warm.prep.settle(warm)
 
     @staticmethod
-    def _drop_warm(warm: "_Warm") -> None:
-        with contextlib.suppress(Exception):
-            warm.container.remove(force=True)
-        shutil.rmtree(warm.ipc_dir, ignore_errors=True)
+    def _drop_warm(warm: ContainerSandbox) -> None:
+        warm.close()
 
-    def _take_warm(self, task: Task, episode_dir: Path, key: str) -> ContainerSandbox | None:
-        """A warm sandbox made the episode's: its name, the task's files; None when none is there."""
-        warm = self._pool.take(task)
+    def _take_warm(
+        self, task: Task, episode_dir: Path, key: str, prep: SandboxPrep | None
+    ) -> ContainerSandbox | None:
+        """A warm sandbox made the episode's: its name, its directory, the task's files; None when
+        none is there."""
+        warm = self._pool.take((task, prep))
         if warm is None:
             return None
+        warm.episode_dir = episode_dir
         try:
             warm.container.reload()
             if warm.container.status != "running":  # killed or stopped while it waited
@@ -755,56 +657,66 @@ class ContainerRuntime:
         except Exception:  # it went away while it waited: the episode starts its own
             self._drop_warm(warm)
             return None
-        self._users[task.id] = warm.user
-        return ContainerSandbox(self, task, warm.container, episode_dir, warm.ipc_dir, launched=True)
+        return warm
 
     def _fit(self, container: "Container", task: Task) -> None:
-        """Make a started container an episode sandbox: the agent's tools there, its working
-        directory there and owned by the user the agent runs as."""
+        """Make a started container an episode sandbox: its working directory there and owned by
+        the user the agent runs as (what a scaffold needs inside is its runner's SandboxPrep)."""
         workdir = self.workdir(task)
         # One exec for all of it: each costs a process start in the engine (~0.1 s of CPU).
-        code, _ = container.exec_run(
-            ["sh", "-c", _FIT_SCRIPT, "fit", AGENT_PYTHON, workdir, AGENT_USER], user="0"
-        )
-        if code == 3:
-            raise TaskImageError(
-                f"image {self.image(task)} has no agent tools at {AGENT_PYTHON}: build it FROM the harness "
-                "sandbox image or with docker/agent-runtime.Dockerfile (docker/README.md)"
-            )
+        code, _ = container.exec_run(["sh", "-c", _FIT_SCRIPT, "fit", workdir, AGENT_USER], user="0")
         self._users[task.id] = AGENT_USER if code == 0 else "0"
 
     def open(
-        self, task: Task, episode_dir: Path, key: str, *, fresh: bool, tools: bool = True
-    ) -> "ContainerSandbox | ExportedSandbox":
-        """``tools=False``: a sandbox where nothing runs as the agent (``tasks verify``'s): no tool
-        server's directory, and the image is not fitted for the agent (one exec less)."""
+        self, task: Task, episode_dir: Path, key: str, *, agent: bool = True, prep: SandboxPrep | None = None
+    ) -> ContainerSandbox:
+        """A new sandbox for an episode. ``agent=False``: one where nothing runs as the agent
+        (``tasks verify``'s): no channel directory, and the image is not fitted for the agent."""
+        if (old := self._find(key)) is not None:
+            old.remove(force=True)  # an interrupted attempt's container
+        if agent and (warm := self._take_warm(task, episode_dir, key, prep)) is not None:
+            return warm
+        name = container_name(self._run, key)
+        channel = _new_ipc_dir(name) if agent else None
+        container = self._create(task, name, key, channel, fit=agent)
+        sandbox = ContainerSandbox(self, task, container, episode_dir, channel)
+        if task.image is None:  # else the task's files are in its image
+            with tempfile.TemporaryDirectory(prefix="harness-start-") as tmp:
+                start = prepare_workspace(task, Path(tmp) / "ws")
+                put_dir(container, start, self.workdir(task), owner=(1000, 1000), make=True)
+        return sandbox
+
+    def reopen(self, task: Task, episode_dir: Path, key: str) -> "ContainerSandbox | ExportedSandbox":
+        """Where the episode is verified: the files it exported (a native or SWE-bench task: a
+        fresh container at verify()), else the rollout's container, stopped (Harbor's shared mode),
+        or one rebuilt from the image and the exported files when that is gone."""
         old = self._find(key)
-        if not fresh and verify_mode(task) == "fresh":
+        if verify_mode(task) == "fresh":
             if old is not None:  # the rollout's container, left by a killed run: nothing in it counts
                 with contextlib.suppress(Exception):
                     old.remove(force=True)
                 shutil.rmtree(IPC_ROOT / ((old.labels or {}).get(LABEL_IPC) or old.name), ignore_errors=True)
             return ExportedSandbox(self, task, episode_dir)
-        if fresh or old is None:
-            if old is not None:
-                old.remove(force=True)  # an interrupted attempt's container
-            if fresh and tools and (warm := self._take_warm(task, episode_dir, key)) is not None:
-                return warm
-            name = container_name(self._run, key)
-            ipc_dir = _new_ipc_dir(name) if fresh and tools else None
-            # Verification without the rollout's container runs as root: no fitting either.
-            container = self._create(task, name, key, ipc_dir, fit=fresh and tools)
-            sandbox = ContainerSandbox(self, task, container, episode_dir, ipc_dir)
-            with tempfile.TemporaryDirectory(prefix="harness-start-") as tmp:
-                # verification without the rollout's container starts from the exported final files
-                if fresh and task.image is not None:
-                    start = None  # the task's files are in its image
-                else:
-                    start = prepare_workspace(task, Path(tmp) / "ws") if fresh else episode_dir / "workspace"
-                if start is not None:
-                    put_dir(container, start, self.workdir(task), owner=(1000, 1000), make=True)
-            return sandbox
+        if old is None:  # verification without the rollout's container runs as root: no fitting
+            container = self._create(task, container_name(self._run, key), key, None, fit=False)
+            put_dir(container, episode_dir / "workspace", self.workdir(task), owner=(1000, 1000), make=True)
+            return ContainerSandbox(self, task, container, episode_dir, None)
         # The rollout's container, stopped; the directory it mounts must be there to start it.
-        ipc_dir = IPC_ROOT / ((old.labels or {}).get(LABEL_IPC) or old.name)
-        ipc_dir.mkdir(parents=True, mode=0o700, exist_ok=True)
-        return ContainerSandbox(self, task, old, episode_dir, ipc_dir)
+        channel = IPC_ROOT / ((old.labels or {}).get(LABEL_IPC) or old.name)
+        channel.mkdir(parents=True, mode=0o700, exist_ok=True)
+        return ContainerSandbox(self, task, old, episode_dir, channel)
+
+
+def _owner(user: str) -> tuple[int, int]:
+    """A ``uid:gid`` (or ``0``) as the owner of files copied in."""
+    uid, _, gid = user.partition(":")
+    return int(uid), int(gid or uid)
+
+
+def make_runtime(config: SandboxConfig) -> ContainerRuntime:
+    """The registry's factory (harness/registry.py): this machine's engine (engine.py)."""
+    from harness.runtime.engine import docker_client
+    from harness.runtime.task_images import parse_image_map
+
+    mapping = parse_image_map(config.image_map)  # a malformed entry fails before any engine work
+    return ContainerRuntime(docker_client(), config.limits, mapping, config.exports)

@@ -93,6 +93,23 @@ def put_dir(
         raise HarnessError(f"could not copy {src} into {container.name}:{dest}")
 
 
+def put_file(container: "Container", src: Path, dest: str, owner: tuple[int, int]) -> None:
+    """One file (or link, copied as a link) of this machine to the path ``dest`` in the container,
+    owned by ``owner``; its directory must exist."""
+    parent, _, name = dest.rstrip("/").rpartition("/")
+
+    def own(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid, info.gid = owner
+        info.uname = info.gname = ""
+        return info
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        tar.add(src, arcname=name, recursive=False, filter=own)
+    if not container.put_archive(parent or "/", buf.getvalue()):
+        raise HarnessError(f"could not copy {src} into {container.name}:{dest}")
+
+
 def extract_safe(tar: tarfile.TarFile, dest: Path, limits: ExportLimits | None = None) -> None:
     """Every member of a tar the container made into ``dest``, except those that would land outside
     it (absolute names, ``..``, links out) or that are not plain files, directories or links inside:

@@ -19,7 +19,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from harness.runtime.container_files import export_dir, extract_tar, stage_name, tar_tree
 from harness.tasks import Task, VerifyResult
@@ -226,39 +226,13 @@ def _result(
 
 class ExportedSandbox:
     """An episode whose rollout is over and whose files were exported: verified in a fresh
-    container (``verify``); nothing else can be done with it."""
+    container; nothing else is done with it (Runtime.reopen's Verifiable)."""
 
     def __init__(self, runtime: "ContainerRuntime", task: Task, episode_dir: Path) -> None:
         self.runtime, self.task, self._episode_dir = runtime, task, episode_dir
 
-    @property
-    def host_workspace(self) -> Path:
-        return self._episode_dir / "workspace"
-
-    @property
-    def agent_workdir(self) -> str:
-        return self.runtime.workdir(self.task)
-
-    def instruction(self) -> str:
-        return self.task.instruction
-
-    def tool_params(self) -> dict[str, dict[str, Any]]:
-        return {}
-
-    def start_tools(self, terminal_type: str) -> None:
-        raise RuntimeError("an exported episode has no tools: it is only verified")
-
-    def failure(self) -> BaseException | None:
-        return None
-
-    def finish(self) -> None:
-        pass
-
-    def run_solution(self) -> tuple[bool, str]:
-        raise RuntimeError("an exported episode is only verified")
-
     def verify(self) -> VerifyResult:
-        return verify_fresh(self.runtime, self.task, self.host_workspace, self._episode_dir)
+        return verify_fresh(self.runtime, self.task, self._episode_dir / "workspace", self._episode_dir)
 
     def close(self) -> None:
         pass

@@ -345,7 +345,7 @@ def _short(line: str, width: int = 60) -> str:
     return escape(line if len(line) <= width else line[: width - 1] + "…")
 
 
-def _host_ca_bundle() -> Path | None:
+def host_ca_bundle() -> Path | None:
     """The CA bundle this machine trusts (it may hold a proxy's CA that PyPI traffic needs)."""
     paths = ssl.get_default_verify_paths()
     for candidate in (
@@ -369,7 +369,7 @@ def _chroot_mounts(rootfs: Path) -> Iterator[None]:
     ca = rootfs / "tmp" / "harness-build-ca.pem"
     resolv.unlink(missing_ok=True)  # may be a dangling symlink to systemd-resolved
     resolv.write_text(RESOLV_CONF)  # the steps run in their own network (build_network.py)
-    if (host_ca := _host_ca_bundle()) is not None:
+    if (host_ca := host_ca_bundle()) is not None:
         shutil.copyfile(host_ca, ca)
     else:
         ca.symlink_to("/etc/ssl/certs/ca-certificates.crt")  # the chroot's own

@@ -7,38 +7,97 @@ so a ``kill -9 -1`` or ``pkill python`` it types ends only what it started; wher
 allowed, ``prepare`` says what that shell could reach.
 """
 
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
+from harness.runtime.base import SandboxConfig, SandboxPrep
 from harness.runtime.export_caps import ExportLimit, ExportLimits, check_tree, remove_tree
+from harness.runtime.procs import kill_session, own_pid_namespace
+from harness.seam import ExecResult
 from harness.tasks import Task, VerifyResult, prepare_workspace, run_solution, run_tests
+from harness.tasks.fresh import read_capped
 
 
 class LocalSandbox:
+    """A directory on this machine; ``workdir`` is its absolute path."""
+
     def __init__(self, task: Task, workspace: Path, exports: ExportLimits | None = None) -> None:
         self.task = task
-        self._workspace = workspace
+        self._workspace = Path(os.path.abspath(workspace))
         self._exports = exports or ExportLimits()
 
     @property
-    def host_workspace(self) -> Path:
-        return self._workspace
-
-    @property
-    def agent_workdir(self) -> str:
+    def workdir(self) -> str:
         return str(self._workspace)
+
+    def _path(self, path: str) -> Path:
+        return self._workspace / path  # an absolute path stays itself
+
+    def exec(
+        self,
+        cmd: str | Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        user: str | None = None,
+    ) -> ExecResult:
+        """``cmd`` with this user's privileges (``user`` cannot change that here), in a PID namespace
+        of its own where the machine allows one, so that what it starts (and what it kills) stays
+        with it; its whole session ends with it. Output goes to a file: a daemon it leaves behind
+        holds a pipe open, and reading a pipe to its end would wait for the daemon."""
+        argv = ["bash", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        with tempfile.TemporaryFile() as out:
+            proc = subprocess.Popen(
+                [*own_pid_namespace(), *argv],
+                cwd=self._path(cwd) if cwd else self._workspace,
+                env={**os.environ, **(env or {})},
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            try:
+                code: int | None = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                code = None
+            finally:
+                kill_session(proc.pid)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=5)
+            return ExecResult(exit_code=code, output=read_capped(out), timed_out=code is None)
+
+    def read(self, path: str) -> bytes:
+        return self._path(path).read_bytes()
+
+    def write(self, path: str, data: bytes) -> None:
+        target = self._path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
+    def copy_in(self, src: Path, dest: str) -> None:
+        target = self._path(dest)
+        if src.is_dir() and not src.is_symlink():
+            shutil.copytree(src, target, symlinks=True, dirs_exist_ok=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, target, follow_symlinks=False)
+
+    def copy_out(self, src: str, dest: Path) -> None:
+        source = self._path(src)
+        if source.is_dir() and not source.is_symlink():
+            shutil.copytree(source, dest, symlinks=True, dirs_exist_ok=True)
+        else:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest, follow_symlinks=False)
 
     def instruction(self) -> str:
         return self.task.instruction_for(self._workspace)
-
-    def tool_params(self) -> dict[str, dict[str, Any]]:
-        return {}
-
-    def start_tools(self, terminal_type: str) -> None:
-        pass
-
-    def failure(self) -> BaseException | None:
-        return None
 
     def finish(self) -> None:
         """The workspace is the agent's own directory, in the run directory: over the export caps it
@@ -70,7 +129,6 @@ class LocalRuntime:
 
     def prepare(self, run_dir: Path, tasks: list[Task], keep: frozenset[str] = frozenset()) -> None:
         from harness.progress import console
-        from harness.runtime.procs import own_pid_namespace
 
         if not own_pid_namespace():
             console.print(
@@ -80,7 +138,7 @@ class LocalRuntime:
                 highlight=False,
             )
 
-    def warm_up(self, tasks: list[Task], terminal_type: str, ahead: int) -> None:
+    def warm_up(self, episodes: list[tuple[Task, SandboxPrep | None]], ahead: int) -> None:
         pass  # a directory starts in no time
 
     def cool_down(self) -> None:
@@ -90,10 +148,17 @@ class LocalRuntime:
         pass  # a directory starts in no time
 
     def open(
-        self, task: Task, episode_dir: Path, key: str, *, fresh: bool, tools: bool = True
+        self, task: Task, episode_dir: Path, key: str, *, agent: bool = True, prep: SandboxPrep | None = None
     ) -> LocalSandbox:
         workspace = episode_dir / "workspace"
-        if fresh:
-            prepare_workspace(task, workspace)
-        # else: whatever the agent left, even nothing or a symlink; run_tests copes with it
+        prepare_workspace(task, workspace)
         return LocalSandbox(task, workspace, self.exports)
+
+    def reopen(self, task: Task, episode_dir: Path, key: str) -> LocalSandbox:
+        # Whatever the agent left, even nothing or a symlink: run_tests copes with it.
+        return LocalSandbox(task, episode_dir / "workspace", self.exports)
+
+
+def make_runtime(config: SandboxConfig) -> LocalRuntime:
+    """The registry's factory (harness/registry.py)."""
+    return LocalRuntime(config.exports)

@@ -1,50 +1,48 @@
-"""Pick the runtime by its short name: ``local``, ``docker``, or ``auto`` (docker when an engine answers)."""
+"""Pick the runtime by its short name (harness/registry.py: ``local``, ``docker``), or ``auto``:
+docker when an engine answers and the sandbox image can be had, else local, said in one line."""
 
 from typing import Literal
 
+from harness import registry
+from harness.errors import HarnessError
 from harness.progress import console
-from harness.runtime.base import ContainerLimits, Runtime
-from harness.runtime.export_caps import ExportLimits
-from harness.runtime.local import LocalRuntime
+from harness.runtime.base import Runtime, SandboxConfig
 
 RuntimeName = Literal["auto", "local", "docker"]
 
 
-def get_runtime(
-    name: RuntimeName,
-    limits: ContainerLimits | None = None,
-    image_map: tuple[str, ...] = (),
-    exports: ExportLimits | None = None,
-) -> Runtime:
-    """``image_map``: --image-map FROM=TO entries for task images (docker runtime); ``exports``: the
-    caps on an episode's final files copied out of its sandbox."""
-    if name == "local":
-        return LocalRuntime(exports)
+def _auto() -> str:
+    """``docker`` when an engine answers and the sandbox image is there or can be made, else ``local``."""
     from harness.runtime.engine import docker_client, engine_answers
+    from harness.runtime.images import ensure_sandbox_image
 
-    if name == "auto" and not engine_answers():
+    if not engine_answers():
         console.print(
             "[yellow]warning:[/] no container engine answers: episodes run in local directories, and the "
             "agent's commands and the tasks' tests run unconfined on this machine (--runtime docker "
             "needs Docker or podman; --runtime local silences this)",
             highlight=False,
         )
-        return LocalRuntime(exports)
-    from harness.errors import HarnessError
-    from harness.runtime.container import ContainerRuntime
-    from harness.runtime.images import ensure_sandbox_image
-    from harness.runtime.task_images import parse_image_map
+        return "local"
+    try:
+        ensure_sandbox_image(docker_client())
+    except HarnessError as exc:  # an engine, but no sandbox image to be had here
+        console.print(
+            f"[yellow]warning:[/] a container engine answers but the sandbox image cannot be made ({exc}): "
+            "episodes run in local directories, unconfined on this machine",
+            highlight=False,
+        )
+        return "local"
+    return "docker"
 
-    mapping = parse_image_map(image_map)  # a malformed entry fails before any engine work
-    client = docker_client()
+
+def make_runtime(name: str, config: SandboxConfig | None = None) -> Runtime:
+    """The runtime ``name`` stands for (``auto`` resolved here), made with ``config``."""
     if name == "auto":
-        try:
-            ensure_sandbox_image(client)
-        except HarnessError as exc:  # an engine, but no sandbox image to be had here
-            console.print(
-                f"[yellow]warning:[/] a container engine answers but the sandbox image cannot be made ({exc}): "
-                "episodes run in local directories, unconfined on this machine",
-                highlight=False,
-            )
-            return LocalRuntime(exports)
-    return ContainerRuntime(client, limits, mapping, exports)
+        if config is not None and config.image_map:
+            from harness.runtime.task_images import parse_image_map
+
+            parse_image_map(config.image_map)  # a malformed entry fails before any engine work
+        name = _auto()
+    runtime: Runtime = registry.load("runtime", name, flag="--runtime")(config or SandboxConfig())
+    return runtime

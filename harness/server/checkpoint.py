@@ -69,7 +69,7 @@ class Checkpoint(BaseModel):
         return self.adapter_name or self.served_name
 
 
-def _read_json(path: Path, what: str) -> dict[str, Any]:
+def read_json(path: Path, what: str) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -112,7 +112,7 @@ def own_chat_template(model_dir: Path) -> str | None:
         return jinja.read_text(errors="replace")
     tok = model_dir / "tokenizer_config.json"
     if tok.is_file():
-        template = _read_json(tok, "tokenizer_config.json").get("chat_template")
+        template = read_json(tok, "tokenizer_config.json").get("chat_template")
         if isinstance(template, list):  # named templates: [{"name": "default", "template": ...}, ...]
             template = "\n".join(str(t.get("template", "")) for t in template if isinstance(t, dict))
         if isinstance(template, str):
@@ -204,7 +204,7 @@ def locate_checkpoint(model: str, *, base_model: str | None = None) -> Located:
     lora_rank = None
     base_path = path
     if adapter_cfg_path.is_file():
-        adapter_cfg = _read_json(adapter_cfg_path, "adapter_config.json")
+        adapter_cfg = read_json(adapter_cfg_path, "adapter_config.json")
         if str(adapter_cfg.get("peft_type", "LORA")).upper() != "LORA":
             raise HarnessError(
                 f"{adapter_cfg_path}: peft_type {adapter_cfg.get('peft_type')} is not LoRA; vLLM serves only LoRA adapters"
@@ -217,7 +217,7 @@ def locate_checkpoint(model: str, *, base_model: str | None = None) -> Located:
             f"--model {model}: no config.json (nor adapter_config.json) in {path}; "
             "give a Hugging Face checkpoint directory"
         )
-    config = _read_json(base_path / "config.json", "config.json")
+    config = read_json(base_path / "config.json", "config.json")
     return Located(
         kind=kind,
         path=path,

@@ -64,19 +64,17 @@ def _check_file_values(candidate: Path, section: str, values: dict[str, Any]) ->
             _note(clean(f"{where} sets {section}.{key} = {values[key]!r}"))
 
 
-class ServerConfig(BaseModel):
-    """Everything needed to bring up (or plan) a vLLM server for one checkpoint."""
+GPU_MEMORY_UTILIZATION = 0.90  # vLLM's own default: the share of a GPU a server may take
+
+
+class ServerOptions(BaseModel):
+    """How a vLLM server is run, whatever it serves: every option of `harness serve` but the
+    checkpoint and what `harness eval` sets per model (EvalConfig's ``server`` section)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    model: str = Field(
-        description="Checkpoint directory (full model or LoRA adapter), or a bundled name such as smollm2-135m."
-    )
     base_model: str | None = Field(
         None, description="Base model directory for a LoRA adapter whose recorded base cannot be found."
-    )
-    served_name: str | None = Field(
-        None, description="Name the model is served under (default: the bundled name or the directory name)."
     )
     tool_call_parser: str | None = Field(
         None,
@@ -90,21 +88,12 @@ class ServerConfig(BaseModel):
         None, ge=16, description="Context length to serve (default: from the memory plan)."
     )
     gpu_memory_utilization: float = Field(
-        0.90, gt=0.05, le=0.99, description="Fraction of GPU memory vLLM may take."
+        GPU_MEMORY_UTILIZATION, gt=0.05, le=0.99, description="Fraction of GPU memory vLLM may take."
     )
     max_num_seqs: int | None = Field(
         None, ge=1, description="Concurrent sequences (default: from the memory plan)."
     )
     dtype: str | None = Field(None, description="Weights dtype passed to vLLM (default: the checkpoint's).")
-    idle_timeout: float = Field(
-        300.0,
-        ge=0,
-        description="Stop the server after this many seconds with no running or waiting request and no new tokens (0: never).",
-    )
-    startup_timeout: float = Field(
-        900.0, gt=0, description="Give up when the server is not ready after this many seconds."
-    )
-    port: int | None = Field(None, ge=1, le=65535, description="Port on 127.0.0.1 (default: a free one).")
     host: str = Field(
         LOOPBACK,
         description="Interface the server listens on: 127.0.0.1, or 0.0.0.0 / :: (every interface: other "
@@ -122,6 +111,11 @@ class ServerConfig(BaseModel):
         2, ge=1, description="KV cache size in GiB on CPU servers (VLLM_CPU_KVCACHE_SPACE)."
     )
     extra_args: tuple[str, ...] = Field((), description="Further arguments passed to vLLM unchanged.")
+    metrics_interval: float = Field(
+        2.0,
+        ge=0,
+        description="Scrape the server's /metrics every this many seconds into server_metrics.jsonl (0: off).",
+    )
 
     @field_validator("host")
     @classmethod
@@ -140,11 +134,29 @@ class ServerConfig(BaseModel):
             )
         return value
 
-    metrics_interval: float = Field(
-        2.0,
-        ge=0,
-        description="Scrape the server's /metrics every this many seconds into server_metrics.jsonl (0: off).",
+
+class ServerConfig(ServerOptions):
+    """Everything needed to bring up (or plan) a vLLM server for one checkpoint."""
+
+    model: str = Field(
+        description="Checkpoint directory (full model or LoRA adapter), or a bundled name such as smollm2-135m."
     )
+    served_name: str | None = Field(
+        None, description="Name the model is served under (default: the bundled name or the directory name)."
+    )
+    idle_timeout: float = Field(
+        300.0,
+        ge=0,
+        description="Stop the server after this many seconds with no running or waiting request and no new tokens (0: never).",
+    )
+    startup_timeout: float = Field(
+        900.0, gt=0, description="Give up when the server is not ready after this many seconds."
+    )
+    port: int | None = Field(None, ge=1, le=65535, description="Port on 127.0.0.1 (default: a free one).")
+
+
+# ServerConfig fields that `harness eval` sets itself, per model and run.
+PER_SERVER_FIELDS = frozenset(ServerConfig.model_fields) - frozenset(ServerOptions.model_fields)
 
 
 def config_file_values(section: str) -> dict[str, Any]:

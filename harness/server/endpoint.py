@@ -9,32 +9,21 @@ import contextlib
 import threading
 import time
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 import httpx
 
+from harness.seam import ModelEndpoint, ServerFacts
 from harness.server.config import ServerConfig
 from harness.server.process import VLLMServer
 
+if TYPE_CHECKING:
+    from harness.evaluate import EvalConfig
 
-class ModelEndpoint(Protocol):
-    name: str  # the model name requests carry
-    path: str  # what the episode record calls the model (checkpoint path or the name)
+__all__ = ["ExternalEndpoint", "ManagedEndpoint", "ModelEndpoint", "group_by_server", "share_servers"]
 
-    @property
-    def openai_url(self) -> str: ...
-
-    @property
-    def api_key(self) -> str: ...
-
-    @property
-    def server(self) -> VLLMServer | None: ...
-
-    def ensure_up(self) -> None: ...
-
-    def healthy(self) -> bool: ...
-
-    def release(self) -> None: ...
+# On a stop signal the server goes down at once: requests in flight are abandoned anyway.
+_STOP_GRACE_S = 3.0
 
 
 def openai_url(base_url: str) -> str:
@@ -60,8 +49,11 @@ class ExternalEndpoint:
         return self._key
 
     @property
-    def server(self) -> VLLMServer | None:
-        return None
+    def server_id(self) -> str:
+        return f"external:{id(self)}"
+
+    def facts(self) -> ServerFacts | None:
+        return None  # someone else's server: its time is not this run's to count
 
     # How long ensure_up waits for a server someone else runs to answer again before the episode
     # goes ahead anyway (and fails as infra_error if it is still down).
@@ -80,7 +72,7 @@ class ExternalEndpoint:
             return http.get(f"{root}/health").status_code < 500
         return False
 
-    def release(self) -> None:
+    def release(self, *, now: bool = False) -> None:
         pass
 
 
@@ -120,8 +112,19 @@ class ManagedEndpoint:
     def healthy(self) -> bool:
         return self._server.healthy()
 
-    def release(self) -> None:
-        self._server.stop(reason="rollouts done")
+    @property
+    def server_id(self) -> str:
+        return f"vllm:{id(self._server)}"
+
+    def facts(self) -> ServerFacts:
+        server = self._server
+        return ServerFacts(up_s=server.up_seconds, busy_s=server.busy_seconds)
+
+    def release(self, *, now: bool = False) -> None:
+        if now:
+            self._server.stop(reason="run stopped", grace=_STOP_GRACE_S)
+        else:
+            self._server.stop(reason="rollouts done")
 
     def share_with(self, adapter: "ManagedEndpoint") -> bool:
         """Serve this (full) model from a LoRA adapter's server when it is that adapter's base:
@@ -151,7 +154,26 @@ def share_servers(endpoints: list[ModelEndpoint]) -> None:
 
 def group_by_server(endpoints: list[ModelEndpoint]) -> list[list[ModelEndpoint]]:
     """Endpoints that share a server, together (the server is brought up and down once per group)."""
-    groups: dict[int, list[ModelEndpoint]] = {}
+    groups: dict[str, list[ModelEndpoint]] = {}
     for ep in endpoints:
-        groups.setdefault(id(ep.server) if ep.server is not None else id(ep), []).append(ep)
+        groups.setdefault(ep.server_id, []).append(ep)
     return list(groups.values())
+
+
+def make_managed(config: "EvalConfig", model: str, run_dir: Path) -> ManagedEndpoint:
+    """The registry's factory for an on-demand vLLM server (planned here, started on demand)."""
+    options = config.server.model_dump(exclude_defaults=True)
+    return ManagedEndpoint(ServerConfig(model=model, idle_timeout=config.idle_timeout, **options), run_dir)
+
+
+def make_external(config: "EvalConfig", model: str, run_dir: Path) -> ExternalEndpoint:
+    """The registry's factory for --base-url: ``model`` is the served name."""
+    assert config.base_url is not None
+    return ExternalEndpoint(config.base_url, config.api_key, model)
+
+
+def endpoint_kind(config: "EvalConfig", model: str) -> str:
+    """Which endpoint of harness/registry.py serves ``model``: the form of the model names it."""
+    from harness.replay.endpoint import is_replay_model
+
+    return "external" if config.base_url else "replay" if is_replay_model(model) else "vllm"

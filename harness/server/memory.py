@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.errors import HarnessError
 from harness.server.checkpoint import _text_config, context_length_of, dtype_of
+from harness.server.config import GPU_MEMORY_UTILIZATION
 
 GiB = 2**30
 # Usable memory as NVML reports it for the common 80 GB / 141 GB parts.
@@ -394,7 +395,7 @@ def plan_memory(
     *,
     model_dir: Path | None = None,
     gpu: str | None = None,
-    gpu_memory_utilization: float = 0.90,
+    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
     max_model_len: int | None = None,
     concurrency: int | None = None,
     cpu_kv_cache_gib: float = 2.0,

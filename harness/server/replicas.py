@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.errors import HarnessError
 from harness.server.checkpoint import context_length_of
+from harness.server.config import GPU_MEMORY_UTILIZATION
 from harness.server.memory import (
     _MAX_NUM_SEQS_CAP,
     NODE_GPUS,
@@ -67,7 +68,7 @@ def plan_replicas(
     nodes: int = 1,
     model_dir: Path | None = None,
     gpu: str | None = None,
-    gpu_memory_utilization: float = 0.90,
+    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
     max_model_len: int | None = None,
 ) -> ReplicaPlan:
     """The smallest tensor-parallel size that fits a node, and as many replicas as the GPUs allow;

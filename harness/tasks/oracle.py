@@ -27,7 +27,7 @@ from harness.tasks.selection import narrow
 from harness.tasks.verify import VerifyResult, kill_running_tests
 
 if TYPE_CHECKING:
-    from harness.runtime.base import ContainerLimits, Runtime, Sandbox
+    from harness.runtime.base import EpisodeSandbox, Runtime, SandboxConfig
 
 _OPENING_WAIT_S = 10.0  # a stop waits this long for sandboxes being made, to remove them too
 
@@ -75,19 +75,17 @@ class _OpenSandboxes:
     def __init__(self) -> None:
         self.stop = threading.Event()
         self._lock = threading.Condition()
-        self._open: set[Sandbox] = set()
+        self._open: set[EpisodeSandbox] = set()
         self._opening = 0
 
     @contextlib.contextmanager
-    def open(self, runtime: "Runtime", task: Task, work: Path, role: str) -> "Iterator[Sandbox]":
+    def open(self, runtime: "Runtime", task: Task, work: Path, role: str) -> "Iterator[EpisodeSandbox]":
         with self._lock:
             if self.stop.is_set():
                 raise _StopRequested
             self._opening += 1
         try:
-            sandbox = runtime.open(
-                task, work / task.id / role, f"verify/{task.id}/{role}", fresh=True, tools=False
-            )
+            sandbox = runtime.open(task, work / task.id / role, f"verify/{task.id}/{role}", agent=False)
         finally:
             with self._lock:
                 self._opening -= 1
@@ -205,8 +203,7 @@ def verify_suite(
     suite_or_path: str,
     *,
     runtime: Literal["auto", "local", "docker"] = "auto",
-    limits: "ContainerLimits | None" = None,
-    image_map: tuple[str, ...] = (),
+    sandbox: "SandboxConfig | None" = None,
     skip_unsupported: bool = False,
     concurrency: int = 1,
     on_done: Callable[[TaskCheck], None] | None = None,
@@ -215,9 +212,9 @@ def verify_suite(
 ) -> SuiteCheck:
     """``harness tasks verify``: load the suite (unreadable task directories listed, not fatal),
     pick the runtime, check every task (or those ``task`` globs and ``limit`` select)."""
-    from harness.runtime.select import get_runtime
+    from harness.runtime.select import make_runtime
 
-    rt = get_runtime(runtime, limits, image_map)
+    rt = make_runtime(runtime, sandbox)
     suite = load_suite(suite_or_path, images=rt.name == "docker")
     suite = narrow(suite, task, limit, where=suite_or_path)
     tasks = select_tasks(suite, suite_or_path, skip_unsupported=skip_unsupported, images=rt.name == "docker")

@@ -212,9 +212,9 @@ tail -n 25 /logs/verifier/test_output.txt
 
 
 def _build_ca() -> bytes:
-    from harness.runtime.images import _host_ca_bundle
+    from harness.runtime.images import host_ca_bundle
 
-    found = _host_ca_bundle()
+    found = host_ca_bundle()
     return found.read_bytes() if found else b""
 
 

@@ -10,7 +10,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-import harness.episodes._sdk_env  # noqa: F401  before any openhands import
+import harness.episodes.openhands._sdk_env  # noqa: F401  before any openhands import
 from harness.episodes.scaffold import DEFAULT_SCAFFOLD, Scaffold, load_scaffold
 
 
@@ -100,12 +100,12 @@ def build_agent(scaffold: Scaffold, llm: Any, tool_params: dict[str, dict[str, A
     from openhands.sdk import Agent, Tool
     from openhands.tools.file_editor import FileEditorTool  # noqa: F401  registers file_editor
 
-    from harness.episodes.sdk_tuning import (
+    from harness.episodes.openhands.remote_tools import use_sandbox_tools
+    from harness.episodes.openhands.sdk_tuning import (
         use_cached_tool_schemas,
         use_fast_request_transform,
         use_ready_terminal,
     )
-    from harness.runtime.remote_tools import use_sandbox_tools
 
     use_ready_terminal()  # registers terminal: the SDK's tool, without its blind start-up sleep
     use_sandbox_tools()  # terminal / file_editor specs naming a container sandbox act inside it

@@ -48,7 +48,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import harness.episodes._sdk_env  # noqa: F401  sets the SDK's environment variables before it is imported
+import harness.episodes.openhands._sdk_env  # noqa: F401  sets the SDK's environment variables before it is imported
 
 # isort: split
 from openhands.sdk.io import LocalFileStore
@@ -56,7 +56,7 @@ from openhands.sdk.tool import register_tool
 from openhands.sdk.tool.schema import Schema
 from openhands.tools.terminal import TerminalTool
 
-from harness.episodes.ready_terminal import ReadyTerminal, ReadyTerminalExecutor
+from harness.episodes.openhands.ready_terminal import ReadyTerminal, ReadyTerminalExecutor
 
 __all__ = ["ReadyTerminal", "ReadyTerminalExecutor"]  # re-exported: their home is ready_terminal.py
 

@@ -31,7 +31,7 @@ _NOT_ARGS = frozenset(
 )
 
 
-def _text_of(content: Any) -> str:
+def text_of(content: Any) -> str:
     """Text from a string or a list of content parts ({"type": "text", "text": ...})."""
     if isinstance(content, str):
         return content
@@ -101,7 +101,7 @@ class SdkTurnAssembler:
             response_id = str(ev.get("llm_response_id") or event_id)
             turn = self._by_response.get(response_id)
             if turn is None:
-                turn = b.new(text=_text_of(ev.get("thought")), finish_reason="tool_calls")
+                turn = b.new(text=text_of(ev.get("thought")), finish_reason="tool_calls")
                 self._by_response[response_id] = turn
                 self.response_ids[turn["index"]] = response_id
             call_id = str(tool_call_id or event_id)
@@ -133,7 +133,7 @@ class SdkTurnAssembler:
                 b.observe(turn, str(ev.get("error") or ""), True)
             else:
                 obs = ev.get("observation") or {}
-                text = _text_of(obs.get("content")) or str(
+                text = text_of(obs.get("content")) or str(
                     obs.get("output") or ev.get("rejection_reason") or ""
                 )
                 is_error = bool(obs.get("is_error") or obs.get("error")) or kind == "UserRejectObservation"
@@ -142,7 +142,7 @@ class SdkTurnAssembler:
                 pending.discard(call_id)
         elif kind == "MessageEvent":
             msg = ev.get("llm_message") or {}
-            text = _text_of(msg.get("content"))
+            text = text_of(msg.get("content"))
             if ev.get("source") == "agent":
                 self._last = b.new(text=text, finish_reason="stop")
                 if ev.get("llm_response_id"):

@@ -7,21 +7,18 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
+from harness.episodes.agent_log import episode_label
 from harness.episodes.faults import is_infra_error_name, is_infra_fault
+from harness.episodes.openhands.sdk import build_agent, build_llm
+from harness.episodes.openhands.sdk_stuck import StuckReasons, finding_from_stuck
+from harness.episodes.openhands.turns_from_events import SdkTurnAssembler
 from harness.episodes.scaffold import Scaffold
-from harness.episodes.sdk import build_agent, build_llm
-from harness.episodes.sdk_log import episode_label
-from harness.episodes.sdk_stuck import StuckReasons, finding_from_stuck
-from harness.episodes.turns_from_events import SdkTurnAssembler
-from harness.monitor import LoopConfig, LoopDetector, LoopFinding, Turn
+from harness.monitor import LoopConfig, LoopDetector, Turn
 from harness.paths import absolute
 from harness.runtime.procs import kill_session, kill_sessions
-
-EpisodeStatus = Literal["finished", "loop_stopped", "max_iterations", "stuck", "error"]
+from harness.seam import EpisodeOutcome, EpisodeStatus
 
 # Conversations running in this process, so that a stopping run can kill their shells from the
 # main thread before it exits (an episode's own stop watch runs in a daemon thread, which the
@@ -35,26 +32,6 @@ def kill_running_shells() -> int:
     with _running_lock:
         convs = list(_running)
     return kill_sessions(_terminal_pid(conv) for conv in convs)
-
-
-class EpisodeOutcome(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    status: EpisodeStatus
-    turns: list[Turn]
-    loop: LoopFinding | None
-    sdk_status: str
-    conversation_dir: Path | None
-    completions_dir: Path
-    error: str | None = None
-    error_type: str | None = None
-    wall_s: float
-    llm_s: float = 0.0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    timed_out: bool = False
-    infra: bool = False  # failed because of the infrastructure (faults.py): retried, never scored
-    stopped: bool = False  # the run was stopped (Ctrl-C, SIGTERM) while it ran: it is not recorded
 
 
 def run_sdk_episode(
@@ -88,7 +65,7 @@ def run_sdk_episode(
     from openhands.sdk import LocalConversation
     from openhands.sdk.conversation import ConversationExecutionStatus as Status
 
-    from harness.episodes.sdk_tuning import EpisodeFileStore, freeze_imports
+    from harness.episodes.openhands.sdk_tuning import EpisodeFileStore, freeze_imports
 
     freeze_imports()  # the SDK's import-time objects: out of every later garbage collection
     started = time.monotonic()
@@ -222,9 +199,7 @@ def run_sdk_episode(
         status=status,
         turns=turns,
         loop=loop,
-        sdk_status=sdk_status,
-        conversation_dir=conv_dir,
-        completions_dir=completions,
+        details={"sdk_status": sdk_status, **({"conversation_dir": str(conv_dir)} if conv_dir else {})},
         error=error,
         error_type=error_type or (last_error if status == "error" else None),
         wall_s=time.monotonic() - started,
@@ -252,22 +227,6 @@ def _terminal_pid(conv: Any) -> int | None:
         return int(conv.agent.tools_map["terminal"].executor._session.terminal.process.pid)
     except Exception:  # not started, remote, or an SDK whose insides moved: nothing to kill here
         return None
-
-
-def failed_outcome(out_dir: Path, what: str, exc: BaseException, started: float) -> EpisodeOutcome:
-    """An episode that never got to its conversation: status error, with the reason."""
-    return EpisodeOutcome(
-        status="error",
-        turns=[],
-        loop=None,
-        sdk_status="not started",
-        conversation_dir=None,
-        completions_dir=out_dir / "completions",
-        error=f"{what}: {exc}",
-        error_type=type(exc).__name__,
-        wall_s=time.monotonic() - started,
-        infra=is_infra_fault(exc),
-    )
 
 
 def enrich_from_completions(turns: list[Turn], completions: Path, response_ids: dict[int, str]) -> list[Turn]:

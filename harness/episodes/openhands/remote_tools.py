@@ -19,7 +19,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
-import harness.episodes._sdk_env  # noqa: F401  before any openhands import
+import harness.episodes.openhands._sdk_env  # noqa: F401  before any openhands import
 
 # isort: split
 import contextlib
@@ -30,7 +30,11 @@ from openhands.tools.file_editor.definition import FileEditorObservation
 from openhands.tools.terminal import TerminalTool
 from openhands.tools.terminal.definition import TerminalObservation
 
-from harness.episodes.sdk_tuning import _TerminalToolFactory, create_local_file_editor, register_over_sdk
+from harness.episodes.openhands.sdk_tuning import (
+    _TerminalToolFactory,
+    create_local_file_editor,
+    register_over_sdk,
+)
 
 if TYPE_CHECKING:
     from openhands.sdk.conversation.state import ConversationState

@@ -1,0 +1,165 @@
+"""`harness eval`'s options, each defined once: the CLI's flags and the ``[eval]`` table of
+harness.toml are generated from these fields, and the sections nest the options of each part
+(``server``: how vLLM runs; ``sandbox``: where episodes run; ``loop``: the loop detector;
+``executor``: where episodes are spread). A section's flag is ``--SECTION-FIELD`` unless its field
+names another (``json_schema_extra={"flag": ...}``)."""
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from harness._cli_options import flag_for
+from harness.errors import HarnessError
+from harness.monitor import LoopConfig
+from harness.paths import absolute
+from harness.runtime.base import SandboxConfig
+from harness.server.config import PER_SERVER_FIELDS, ServerOptions, config_file_values
+from harness.tasks.selection import TaskLimit, TaskPatterns
+
+
+class ExecutorConfig(BaseModel):
+    """Where episodes are spread (the ``executor`` section)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: Literal["threads", "ray"] = Field(
+        "threads",
+        description="How episodes are spread: threads of this process, or ray: model replicas and "
+        "episodes over a Ray cluster (pip install 'harness[ray]').",
+        json_schema_extra={"flag": "executor"},
+    )
+    ray_address: str | None = Field(
+        None,
+        description="--executor ray: the cluster to join (auto: the one started on this machine with "
+        "`ray start`; HOST:PORT: its head) [default: RAY_ADDRESS, else a one-machine Ray started for the run].",
+        json_schema_extra={"flag": "ray-address"},
+    )
+    ray_replicas: int | None = Field(
+        None,
+        ge=1,
+        description="--executor ray: model replicas at most [default: one per GPU group the plan "
+        "asks for on every node; one per node on a cluster without GPUs].",
+        json_schema_extra={"flag": "ray-replicas"},
+    )
+
+
+class EvalConfig(BaseModel):
+    """Everything `harness eval` needs (module docstring)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    models: tuple[str, ...] = Field(
+        min_length=1,
+        description="Checkpoint, bundled name, or replay:SCRIPT (a replay script served on demand); give twice "
+        "for base + fine-tuned (with --base-url: served names).",
+        json_schema_extra={"flag": "model"},
+    )
+    seeds: int = Field(1, ge=1, le=100, description="Seeds per task.")
+    tasks: str = Field("smoke", description="Built-in suite, a directory of tasks, or a SWE-bench .jsonl.")
+    task: TaskPatterns = ()
+    limit: TaskLimit = None
+    skip_unsupported: bool = Field(
+        False, description="Skip tasks this runtime cannot run (listing them) instead of stopping."
+    )
+    concurrency: int = Field(
+        1, ge=1, le=64, description="Episodes in flight at once (--executor ray: per model replica)."
+    )
+    max_iterations: int | None = Field(
+        None, ge=1, description="Model turns per episode (default: the task's, then the scaffold's)."
+    )
+    temperature: float | None = Field(
+        None, ge=0, le=2, description="Sampling temperature (default: the scaffold's)."
+    )
+    base_url: str | None = Field(
+        None, description="Use this OpenAI-compatible server instead of starting vLLM."
+    )
+    api_key: str = Field("EMPTY", description="API key for --base-url.")
+    run_dir: Path | None = Field(
+        None, description="Run directory; rerunning resumes it (default: results/<suite>-<time>)."
+    )
+    scaffolds: tuple[str, ...] = Field(
+        ("openhands-codeact",),
+        min_length=1,
+        description="Scaffold name or directory; give twice to run the same models under both "
+        "(their episodes are then MODEL@SCAFFOLD, compared like models).",
+        json_schema_extra={"flag": "scaffold", "metavar": "NAME"},
+    )
+    runtime: Literal["auto", "local", "docker"] = Field(
+        "auto",
+        description="Where episodes run: docker (a container each), local (a directory here, unconfined), "
+        "auto (docker when an engine answers, else local).",
+    )
+    idle_timeout: float = Field(300.0, ge=0, description="Stop the server after this many idle seconds.")
+    sandbox: SandboxConfig = SandboxConfig()
+    executor: ExecutorConfig = ExecutorConfig()
+    loop: LoopConfig = LoopConfig()
+    server: ServerOptions = Field(
+        ServerOptions(), description="How the vLLM servers run (the [server] table and the vLLM flags)."
+    )
+
+    @field_validator("scaffolds", mode="before")
+    @classmethod
+    def _one_or_more(cls, value: Any) -> Any:
+        return (value,) if isinstance(value, str) else value
+
+    @field_validator("run_dir")
+    @classmethod
+    def _run_dir_absolute(cls, value: Path | None) -> Path | None:
+        """Resolved once, here: a relative --run-dir means the same directory to every shell,
+        test script and tool the run starts, wherever they start."""
+        return None if value is None else absolute(value)
+
+
+# Sections whose flags are not prefixed by the section's name (the server's are vLLM's own).
+UNPREFIXED = frozenset({"server"})
+
+
+def build_eval_config(flags: dict[str, Any]) -> EvalConfig:
+    """Flags over the ``[eval]`` table over the ``[server]`` table of the config file (None: not
+    given); ``flags`` nests the sections' values as EvalConfig does."""
+    server_file = {k: v for k, v in config_file_values("server").items() if k not in PER_SERVER_FIELDS}
+    values: dict[str, Any] = {}
+    if "idle_timeout" in config_file_values("server"):
+        values["idle_timeout"] = config_file_values("server")["idle_timeout"]
+    values |= config_file_values("eval")
+    values |= {k: v for k, v in flags.items() if v is not None and not isinstance(v, dict)}
+    for section in ("sandbox", "executor", "loop", "server"):
+        given = {k: v for k, v in (flags.get(section) or {}).items() if v is not None}
+        base = server_file if section == "server" else {}
+        values[section] = {**base, **(values.get(section) or {}), **given}
+    if "scaffold" in values:  # the [eval] table's singular key
+        values["scaffolds"] = values.pop("scaffold")
+    try:
+        config = EvalConfig(**values)
+    except ValidationError as exc:
+        raise HarnessError(_flag_error(exc)) from None
+    ray_only = [
+        f"--{k.replace('_', '-')}"
+        for k in ("ray_address", "ray_replicas")
+        if getattr(config.executor, k) is not None
+    ]
+    if ray_only and config.executor.name != "ray":  # silently running on threads would not be what was asked
+        raise HarnessError(
+            f"{' and '.join(ray_only)}: only with --executor ray (the executor is {config.executor.name})"
+        )
+    return config
+
+
+def _flag_error(exc: ValidationError) -> str:
+    """A validation error as the flag that was wrong and why, on one line."""
+    err = exc.errors()[0]
+    loc = [str(p) for p in err["loc"]]
+    field = EvalConfig.model_fields.get(loc[0]) if loc else None
+    if field is None:
+        return f"--{(loc[0] if loc else 'config').replace('_', '-')}: {err['msg']}"
+    section = field.annotation
+    if (
+        len(loc) >= 2
+        and isinstance(section, type)
+        and issubclass(section, BaseModel)
+        and loc[1] in section.model_fields
+    ):
+        prefix = None if loc[0] in UNPREFIXED else loc[0]
+        return f"{flag_for(loc[1], section.model_fields[loc[1]], prefix)}: {err['msg']}"
+    return f"{flag_for(loc[0], field)}: {err['msg']}"
