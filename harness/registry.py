@@ -31,6 +31,7 @@ BACKENDS: dict[Kind, dict[str, str]] = {
     # instances run(spec, sandbox, endpoint, stop)
     "runner": {
         "openhands-sdk": "harness.episodes.openhands.runner:OpenHandsRunner",
+        "mini-swe-agent": "harness.episodes.mini_swe_agent:MiniSweAgentRunner",
     },
     # where episodes run: a class (config) -> Executor
     "executor": {
