@@ -49,6 +49,7 @@ def verify_run(
                 bar.print(markup(verified_line(rec, name_model)))
     except BaseException:  # a stop: the tests running in the workers end with it
         kill_running_tests()
+        runtime.halt()
         raise
     finally:
         runtime.cool_down()  # fresh sandboxes started ahead that no verification took

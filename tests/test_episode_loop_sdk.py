@@ -90,7 +90,7 @@ def test_recorded_completions_replay_the_episode_through_the_scaffold(tmp_path: 
     from harness.replay import load_script
 
     first, _ = run(tmp_path / "original", stop_on_loop=False)
-    script = load_script(first.completions_dir)  # type: ignore[attr-defined]
+    script = load_script(tmp_path / "original" / "out" / "completions")
     assert len(script.responses) == len(THOUGHTS) + 2
     ws = tmp_path / "again" / "ws"
     ws.mkdir(parents=True)

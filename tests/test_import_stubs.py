@@ -13,9 +13,9 @@ from pathlib import Path
 from tests.conftest import REPO
 
 FILES = (
-    REPO / "harness" / "runtime" / "toolserver.py",
-    REPO / "harness" / "runtime" / "import_stubs.py",
-    REPO / "harness" / "episodes" / "ready_terminal.py",
+    REPO / "harness" / "episodes" / "openhands" / "toolserver.py",
+    REPO / "harness" / "episodes" / "openhands" / "import_stubs.py",
+    REPO / "harness" / "episodes" / "openhands" / "ready_terminal.py",
 )
 
 

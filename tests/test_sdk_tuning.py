@@ -117,7 +117,7 @@ def _compare_with_openai_walk(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     import openai.resources.chat.completions.completions as chat_completions
     from openai._utils import maybe_transform
 
-    from harness.episodes import sdk_tuning
+    from harness.episodes.openhands import sdk_tuning
 
     fast = sdk_tuning.fast_maybe_transform(lambda data, t: None)  # None: the walk was needed
     took_fast: list[bool] = []
@@ -226,7 +226,7 @@ def test_cached_tool_schemas_equal_the_sdk_s_and_each_caller_gets_its_own_copy(
     from openhands.sdk.tool.schema import Schema
     from openhands.tools.terminal.definition import TerminalAction
 
-    from harness.episodes import sdk_tuning
+    from harness.episodes.openhands import sdk_tuning
     from harness.episodes.openhands.sdk import export_tools
     from harness.episodes.scaffold import load_scaffold
 

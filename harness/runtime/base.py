@@ -131,6 +131,11 @@ class Runtime(Protocol):
         """After the episodes (and the verifications): what was started ahead and not taken, removed."""
         ...
 
+    def halt(self) -> int:
+        """The run is stopping: the verifications running now end at once (a container's tests
+        with its container, a local test script's whole process tree); how many ended."""
+        ...
+
     def expect_verifications(self, tasks: list[Task], ahead: int) -> None:
         """The tasks of the verifications to come, in order: a runtime whose fresh verification
         sandboxes are slow to start starts ``ahead`` of them now (``cool_down`` removes the rest)."""

@@ -396,6 +396,7 @@ class ContainerRuntime:
             self._make_verifier, self._drop_verifier, self._verifier_spec
         )
         self._removing: list[threading.Thread] = []  # verifier containers being removed
+        self._verifying: set[Container] = set()  # fresh verifier containers whose tests run now
 
     def prepare(self, run_dir: Path, tasks: list[Task], keep: frozenset[str] = frozenset()) -> None:
         """The sandbox image, and orphans of killed runs removed (``keep``: episode keys of this
@@ -573,6 +574,20 @@ class ContainerRuntime:
     def _drop_verifier(container: "Container") -> None:
         with contextlib.suppress(Exception):
             container.remove(force=True)
+
+    def verifying(self, container: "Container", running: bool) -> None:
+        """A fresh verifier container's tests started (``running``) or ended: ``halt`` ends those running."""
+        with self._lock:
+            (self._verifying.add if running else self._verifying.discard)(container)
+
+    def halt(self) -> int:
+        """The run is stopping: every fresh verification running now ends (its container removed,
+        its tests with it); the number ended. An episode's own sandbox is closed by its owner."""
+        with self._lock:
+            running, self._verifying = list(self._verifying), set()
+        for container in running:
+            self._drop_verifier(container)
+        return len(running)
 
     def remove_later(self, container: "Container") -> None:
         """Remove a verifier container in the background (a running container's removal costs

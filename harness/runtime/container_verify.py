@@ -99,6 +99,7 @@ def verify_fresh(runtime: "ContainerRuntime", task: Task, workspace: Path, episo
     start = time.monotonic()
     timeout = task.limits.verify_timeout_s
     container = runtime.verifier(task)
+    runtime.verifying(container, True)
     try:
         with tempfile.TemporaryDirectory(prefix="harness-verify-") as tmp_name:
             tmp = Path(tmp_name)
@@ -115,6 +116,7 @@ def verify_fresh(runtime: "ContainerRuntime", task: Task, workspace: Path, episo
                     export_dir(container, f"{LOGS_DIR}/verifier", got)
             return _result(task, code, timed_out, output, got, episode_dir, timeout, start)
     finally:
+        runtime.verifying(container, False)
         runtime.remove_later(container)
 
 

@@ -147,6 +147,12 @@ class LocalRuntime:
     def expect_verifications(self, tasks: list[Task], ahead: int) -> None:
         pass  # a directory starts in no time
 
+    def halt(self) -> int:
+        """The run is stopping: every test script running now ends (its whole process tree)."""
+        from harness.tasks.verify import kill_running_tests
+
+        return kill_running_tests()
+
     def open(
         self, task: Task, episode_dir: Path, key: str, *, agent: bool = True, prep: SandboxPrep | None = None
     ) -> LocalSandbox:

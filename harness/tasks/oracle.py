@@ -190,6 +190,7 @@ def check_tasks(
         return list(pool.map(one, tasks))
     except BaseException:
         halted = sandboxes.halt()
+        runtime.halt()  # fresh verifier containers running tests: removed with their tests
         if stopped is not None:
             stopped.append(halted)
         raise

@@ -233,8 +233,10 @@ def _run_shared(task: Task, workspace: Path, timeout: float | None = None) -> Ve
 
 
 def _task_python() -> str | None:
-    """The interpreter for native tasks' tests when the user names one ($HARNESS_TASK_PYTHON)."""
-    return os.environ.get("HARNESS_TASK_PYTHON") or None
+    """The interpreter for native tasks' tests when the user names one ($HARNESS_TASK_PYTHON):
+    absolute, since the tests start in the workspace (a bare name is looked up on PATH)."""
+    python = os.environ.get("HARNESS_TASK_PYTHON") or None
+    return os.path.abspath(python) if python and os.sep in python else python
 
 
 def _run_fresh(task: Task, workspace: Path, timeout: float) -> VerifyResult:
