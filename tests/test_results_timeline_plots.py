@@ -149,7 +149,7 @@ def test_resumed_run_says_one_server_time_everywhere(tmp_path: Path) -> None:
     (run / "server_stats.jsonl").write_text(
         json.dumps({"model": SERVER, "up_s": 21.0, "busy_s": 14.0}) + "\n"
     )
-    rows, headlines = _summaries(run, ["base", "ft"])
+    rows, headlines = _summaries(run, {"base": "base", "ft": "ft"})
     assert [(r.server_up_s, r.server_busy_s) for r in rows] == [(81.0, 26.0), (81.0, 26.0)]
     assert "busy 32% of its 81 s up" in headlines[0]
     files = write_report(run)
