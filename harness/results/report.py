@@ -7,15 +7,15 @@ opened offline; its episode list filters by model, status, loop kind and task.
 import base64
 import html
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from harness.errors import HarnessError
-from harness.monitor import ToolSchemas
 from harness.progress import console
-from harness.results.episode_view import EpisodeView, episode_id, load_episode
+from harness.results.episode_view import EpisodeView, TurnChecks, episode_id, load_episode
 from harness.results.metrics import ModelMetrics, model_metrics, per_seed
 from harness.results.runs import RunData, load_run
 from harness.results.store import EpisodeRecord
@@ -36,14 +36,25 @@ class ReportFiles:
     selected: str | None = None  # --task / --limit: "3 of 20 tasks (...)"
 
 
-def run_schemas(run: RunData) -> ToolSchemas | None:
-    """The scaffold's tool schemas named in run.json (None when the scaffold is gone)."""
+def run_checks(run: RunData) -> Callable[[EpisodeRecord], TurnChecks | None]:
+    """Each record's turn checks: its scaffold's (the record's own; an older record's, run.json's),
+    as its format errors were counted. None where the scaffold is gone."""
     from harness.episodes.scaffold import load_scaffold
 
-    try:
-        return load_scaffold(str(run.manifest.get("scaffold") or "openhands-codeact")).tool_schemas()
-    except (HarnessError, OSError, ValueError):
-        return None
+    listed = str(run.manifest.get("scaffold") or "openhands-codeact")
+    found: dict[str, TurnChecks | None] = {}
+
+    def checks(record: EpisodeRecord) -> TurnChecks | None:
+        name = record.scaffold or listed
+        if name not in found:
+            try:
+                scaffold = load_scaffold(name)
+                found[name] = TurnChecks(scaffold.tool_schemas(), scaffold.parallel_tool_calls)
+            except (HarnessError, OSError, ValueError):
+                found[name] = None
+        return found[name]
+
+    return checks
 
 
 def write_report(
@@ -310,12 +321,12 @@ def _markdown(
 
 
 def _episode_views(run: RunData) -> list[EpisodeView]:
-    schemas = run_schemas(run)
+    checks = run_checks(run)
     records = run.records()
     if len(records) > EMBED_LIMIT:
         records.sort(key=lambda r: (r.loop is None, r.status != "error", not r.format_errors))
         records = records[:EMBED_LIMIT]
-    return [load_episode(run.root, r, schemas) for r in records]
+    return [load_episode(run.root, r, checks(r)) for r in records]
 
 
 def _clip(text: str) -> str:

@@ -16,7 +16,7 @@ from rich.text import Text
 from harness._text import clean, markup
 from harness.errors import HarnessError
 from harness.results.episode_view import EpisodeView, episode_id, find_episode, load_episode
-from harness.results.report import run_schemas
+from harness.results.report import run_checks
 from harness.results.runs import RunData, load_run
 from harness.results.store import VERIFIER_LOG, EpisodeRecord, RunStore
 from harness.tasks.selection import select_ids
@@ -250,7 +250,9 @@ def show(
             )
         return
     record = find_episode(run.records(), episode)
-    for item in episode_renderables(load_episode(run.root, record, run_schemas(run)), show_all=show_all):
+    for item in episode_renderables(
+        load_episode(run.root, record, run_checks(run)(record)), show_all=show_all
+    ):
         console.print(item)
     for item in _verifier_panel(run.root, record):  # after the turns: what the tests said at the end
         console.print(item)
