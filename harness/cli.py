@@ -602,6 +602,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         loop=args.loop,
         task=tuple(args.task or ()),
         model=args.model,
+        scaffold=args.scaffold,
         limit=args.limit,
     )
     return 0
@@ -826,7 +827,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         metavar="PATTERN",
         help="list only the tasks whose id matches this glob (repeatable)",
     )
-    sh.add_argument("--model", help="list only this model")
+    sh.add_argument("--model", help="list only this model (MODEL@SCAFFOLD, or MODEL: all its scaffolds)")
+    sh.add_argument("--scaffold", help="list only the episodes of this scaffold")
     sh.add_argument(
         "--limit", type=int, default=50, metavar="N", help="list at most N episodes (0: all) [default: 50]"
     )

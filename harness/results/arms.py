@@ -154,3 +154,33 @@ def pairings(
     by_a = {x.label: x for x in run_arms(a)}
     by_b = by_a if a is b else {x.label: x for x in run_arms(b)}
     return [Pairing(la, lb, _as_pair(by_a[la], by_b[lb]))]
+
+
+def scaffold_sentences(run: RunData) -> list[str]:
+    """For a run of several scaffolds, each model's first scaffold against each other one: the
+    sentence saying whether its loops and format errors follow the scaffold or the model, with the
+    command that shows the paired table (for the report)."""
+    from harness.results.compare import compare
+
+    arms = run_arms(run)
+    lines = []
+    for model in dict.fromkeys(x.model for x in arms):
+        mine = [x for x in arms if x.model == model and x.scaffold]
+        for other in mine[1:]:
+            first = mine[0]
+            pair = _as_pair(first, other)
+            if pair is None:
+                continue
+            try:
+                c = compare(run, run, first.label, other.label, scaffolds=pair)
+            except HarnessError as exc:  # nothing scored on a side yet: say why instead
+                lines.append(f"{model}, {pair.a} vs {pair.b}: not compared ({exc})")
+                continue
+            assert c.attribution is not None
+            lines.append(
+                f"{model}, {pair.a} vs {pair.b}: {c.attribution.sentence} (paired table: harness compare "
+                f"{run.root} --scaffold-a {pair.a} --scaffold-b {pair.b}"
+                + (f" --model {model}" if len({x.model for x in arms}) > 1 else "")
+                + ")"
+            )
+    return lines

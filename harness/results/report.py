@@ -15,6 +15,7 @@ import pandas as pd
 
 from harness.errors import HarnessError
 from harness.progress import console
+from harness.results.arms import scaffold_sentences
 from harness.results.episode_view import EpisodeView, TurnChecks, episode_id, load_episode
 from harness.results.metrics import ModelMetrics, model_metrics, per_seed
 from harness.results.runs import RunData, load_run
@@ -90,11 +91,12 @@ def write_report(
     metrics_table(metrics, seeds).to_csv(csv, index=False)
     md = out / "report.md"
     server = _server_lines(run, gpu_price)
-    md.write_text(_markdown(run, metrics, seeds, files, server))
+    scaffolds = scaffold_sentences(run)
+    md.write_text(_markdown(run, metrics, seeds, files, server, scaffolds))
     with console.status("writing report.html"):
         views = _episode_views(run)
         page = out / "report.html"
-        page.write_text(_html(run, metrics, seeds, files, views, server))
+        page.write_text(_html(run, metrics, seeds, files, views, server, scaffolds))
     return ReportFiles(
         markdown=md,
         html=page,
@@ -290,6 +292,7 @@ def _markdown(
     seeds: pd.DataFrame,
     plots: dict[str, Path],
     server: list[str],
+    scaffolds: list[str],
 ) -> str:
     parts = [f"# harness report: {run.name}", ""]
     if run.selected:  # the server's seconds stay the whole run's: they cannot be split by task
@@ -298,6 +301,8 @@ def _markdown(
         parts += ["**Partial results:**", "", *(f"- {w}" for w in run.warnings), ""]
     parts += [_md_table(_SUMMARY_HEAD, [_summary_rows(m) for m in metrics]), ""]
     parts += [f"- {m.model}: {m.precision.sentence()}" for m in metrics if m.precision]
+    if scaffolds:
+        parts += ["", "## Model or scaffold?", "", *(f"- {line}" for line in scaffolds)]
     if server:
         parts += ["", "## Server", "", *(f"- {line}" for line in server)]
     if seeds_lines := _seed_lines(metrics):
@@ -485,6 +490,7 @@ def _html(
     plots: dict[str, Path],
     views: list[EpisodeView],
     server: list[str],
+    scaffolds: list[str],
 ) -> str:
     warn = ""
     if run.warnings:
@@ -502,6 +508,11 @@ def _html(
         f"<h1>harness report: {_e(run.name)}</h1>{warn}"
         f"{_html_table(_SUMMARY_HEAD, [_summary_rows(m) for m in metrics], 'summary')}"
         + "".join(f"<p>{_e(m.model)}: {_e(m.precision.sentence())}</p>" for m in metrics if m.precision)
+        + (
+            f'<h2>Model or scaffold?</h2><ul id="scaffolds">{"".join(f"<li>{_e(x)}</li>" for x in scaffolds)}</ul>'
+            if scaffolds
+            else ""
+        )
         + (
             f'<h2>Server</h2><ul id="server">{"".join(f"<li>{_e(x)}</li>" for x in server)}</ul>'
             if server
