@@ -92,7 +92,7 @@ def test_loops_only_with_tool_calls_blame_the_scaffold_and_report_and_show_read_
     )
     assert sentence in text, text
     # the text-action turns are the blocks mini-swe-agent ran, not the tool calls beside them
-    assert f"replay makes no format errors under either scaffold (same 3 tasks)." in text
+    assert "replay makes no format errors under either scaffold (same 3 tasks)." in text
     html = unescape(page.read_text())
     found = re.search(r'<p id="attribution"[^>]*>(.*?)</p>', html, re.S)
     assert found and f"The loops point to the scaffold ({OH})" in found[1]
