@@ -28,19 +28,15 @@ def _text(content: object) -> str:
 
 
 def calls_of(message: dict[str, Any], *, text_actions: bool = False) -> tuple[ToolCall, ...]:
-    raw = (
-        []
-        if text_actions
-        else [
-            ToolCall(
-                name=str(fn.get("name") or ""),
-                arguments=args if isinstance(args := fn.get("arguments"), str) else json.dumps(args or {}),
-                id=_dict(call).get("id"),
-            )
-            for call in message.get("tool_calls") or []
-            if (fn := _dict(_dict(call).get("function")))
-        ]
-    )
+    raw = [
+        ToolCall(
+            name=str(fn.get("name") or ""),
+            arguments=args if isinstance(args := fn.get("arguments"), str) else json.dumps(args or {}),
+            id=_dict(call).get("id"),
+        )
+        for call in ([] if text_actions else message.get("tool_calls") or [])
+        if (fn := _dict(_dict(call).get("function")))
+    ]
     if raw:
         return tuple(raw)
     actions = _dict(message.get("extra")).get("actions") or []
