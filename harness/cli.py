@@ -19,6 +19,11 @@ from harness.progress import make_console
 from harness.server.config import GPU_MEMORY_UTILIZATION
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from pydantic import BaseModel
+
+    from harness.results.compare import Comparison
     from harness.tasks.selection import TaskSelection
 
 out = make_console()  # in a log: tables take their content's width, not 80 columns
@@ -460,7 +465,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if args.run_b is None or args.run_b.resolve() == args.run_a.resolve()
         else load_run(args.run_b, selection)
     )
-    from harness.results.gate import threshold, threshold_note
+    from harness.results.gate import EXIT_CODES, threshold, threshold_note
 
     max_drop, min_gain = threshold(args.max_drop, "--max-drop"), threshold(args.min_gain, "--min-gain")
     for value, flag in ((args.max_drop, "--max-drop"), (args.min_gain, "--min-gain")):
@@ -470,20 +475,48 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise HarnessError("--max-drop and --min-gain: give one gate at a time")
     if args.strict and max_drop is None and min_gain is None:
         raise HarnessError("--strict: needs a gate to be strict about (--max-drop X or --min-gain X)")
-    c = compare(run_a, run_b, args.model_a, args.model_b, force=args.force)
+    from harness.results.arms import pairings
+
+    plans = pairings(
+        run_a,
+        run_b,
+        model_a=args.model_a,
+        model_b=args.model_b,
+        scaffold_a=args.scaffold_a,
+        scaffold_b=args.scaffold_b,
+        model=args.model,
+    )
+    found = [
+        compare(run_a, run_b, p.label_a, p.label_b, force=args.force, scaffolds=p.scaffolds) for p in plans
+    ]
     if max_drop is not None or min_gain is not None:
-        c = c.with_gate(max_drop=max_drop, min_gain=min_gain)
-    code = c.gate.exit_code if c.gate and args.strict else 0
+        found = [c.with_gate(max_drop=max_drop, min_gain=min_gain) for c in found]
+    verdicts = {c.gate.verdict for c in found if c.gate}
+    code = next((EXIT_CODES[v] for v in ("BLOCK", "WARN") if v in verdicts), 0) if args.strict else 0
+    pages: list[Path | None] = [None] * len(found)
     if args.html:
-        from harness.results.compare_page import write_compare_page
+        from harness.results.compare_page import page_path, write_compare_page
 
         try:
-            page = write_compare_page(c, run_a, run_b, args.html)
+            pages = [
+                write_compare_page(c, run_a, run_b, page_path(args.html, c, several=len(found) > 1))
+                for c in found
+            ]
         except OSError as exc:
             raise HarnessError(f"--html {args.html}: cannot write it ({exc.strerror or exc})") from None
     if args.json:
-        print(c.model_dump_json(indent=2))
+        print(found[0].model_dump_json(indent=2) if len(found) == 1 else _json_list(found))
         return code
+    for c, page in zip(found, pages, strict=True):
+        _print_comparison(c, page)
+    return code
+
+
+def _json_list(items: "Sequence[BaseModel]") -> str:
+    return "[\n" + ",\n".join(i.model_dump_json(indent=2) for i in items) + "\n]"
+
+
+def _print_comparison(c: "Comparison", page: Path | None) -> None:
     for n in c.notes:
         out.print(f"[yellow]note:[/] {escape(n)}")
     t = Table(
@@ -531,12 +564,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
         )
     out.print(escape(c.verdict()))
     out.print(escape(c.power.sentence()))
+    if c.attribution:
+        out.print(f"[bold]model or scaffold:[/] {escape(c.attribution.sentence)}")
     if c.gate:
         color = {"PASS": "green", "BLOCK": "red", "WARN": "yellow"}[c.gate.verdict]
         out.print(f"[bold {color}]{c.gate.verdict}[/]: {escape(c.gate.reason)}")
-    if args.html:
+    if page is not None:
         out.print(f"comparison page: {escape(page)}")
-    return code
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -568,6 +602,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         loop=args.loop,
         task=tuple(args.task or ()),
         model=args.model,
+        scaffold=args.scaffold,
         limit=args.limit,
     )
     return 0
@@ -724,6 +759,18 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     cmp.add_argument("--model-a", help="model of A (needed when its run holds several)")
     cmp.add_argument("--model-b", help="model of B (needed when its run holds several)")
     cmp.add_argument(
+        "--scaffold-a",
+        metavar="SCAFFOLD",
+        help="compare scaffolds: the model under this scaffold is A (implied when a run has two)",
+    )
+    cmp.add_argument(
+        "--scaffold-b", metavar="SCAFFOLD", help="compare scaffolds: the model under this one is B"
+    )
+    cmp.add_argument(
+        "--model",
+        help="the model whose scaffolds are compared [default: the only one; with several, each in turn]",
+    )
+    cmp.add_argument(
         "--force", action="store_true", help="compare the common tasks of runs whose tasks or scaffold differ"
     )
     cmp.add_argument("--json", action="store_true", help="print JSON")
@@ -780,7 +827,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         metavar="PATTERN",
         help="list only the tasks whose id matches this glob (repeatable)",
     )
-    sh.add_argument("--model", help="list only this model")
+    sh.add_argument("--model", help="list only this model (MODEL@SCAFFOLD, or MODEL: all its scaffolds)")
+    sh.add_argument("--scaffold", help="list only the episodes of this scaffold")
     sh.add_argument(
         "--limit", type=int, default=50, metavar="N", help="list at most N episodes (0: all) [default: 50]"
     )

@@ -356,6 +356,26 @@ def test_format_errors_are_answered_by_mini_swe_agent_and_recorded(tmp_path: Pat
     assert reread(tmp_path) == turns
 
 
+def test_text_mode_records_the_block_it_ran_not_tool_calls_sent_beside_it(
+    tmp_path: Path, fix_add: Task
+) -> None:
+    """A server may answer tool calls beside the text (one replay script serving OpenHands and
+    mini-swe-agent does): mini-swe-agent reads the text alone, so the turn is the block it ran,
+    not an unknown `terminal` call (which the record would count as a format error per turn)."""
+    stray = [ScriptedCall(name="terminal", arguments={"command": "ls"})]
+    responses = [
+        ScriptedResponse(content=f"THOUGHT: fix.\n\n{BLOCK.format(FIX)}", tool_calls=stray),
+        ScriptedResponse(content=f"THOUGHT: done.\n\n{BLOCK.format(SUBMIT)}", tool_calls=stray),
+    ]
+    outcome, sandbox, _ = episode(tmp_path, fix_add, responses)
+    assert outcome.status == "finished", outcome
+    assert sandbox.commands == [FIX, SUBMIT]
+    assert [t.tool_calls for t in outcome.turns] == [(bash(FIX),), (bash(SUBMIT),)]
+    schemas = load_scaffold("mini-swe-agent").tool_schemas()
+    assert all(validate_turn(t, schemas).ok for t in outcome.turns)
+    assert reread(tmp_path) == outcome.turns  # `harness loops` reads the trajectory the same way
+
+
 @pytest.mark.parametrize(("watch", "status"), [(False, "stuck"), (True, "loop_stopped")])
 def test_repeated_format_errors(tmp_path: Path, fix_add: Task, watch: bool, status: str) -> None:
     responses = [ScriptedResponse(content=f"Let me think ({i}).") for i in range(5)]

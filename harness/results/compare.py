@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict
 
 from harness.errors import HarnessError
 from harness.results._gc import gc_paused
+from harness.results.attribution import Attribution, ScaffoldPair, attribute
 from harness.results.gate import GateResult
 from harness.results.metrics import FORMAT_CATEGORIES, expand_counts, scored
 from harness.results.power import Power, paired_power, paired_spread
@@ -101,6 +102,11 @@ class Comparison(BaseModel):
     power: Power
     notes: list[str]
     gate: GateResult | None = None  # set by with_gate()
+    # One model under two scaffolds (A and B are MODEL@SCAFFOLD arms, or two runs' single scaffolds):
+    # the scaffolds, and whether the loops and format errors follow a scaffold or the model.
+    scaffold_a: str | None = None
+    scaffold_b: str | None = None
+    attribution: Attribution | None = None
 
     def with_gate(self, *, max_drop: float | None = None, min_gain: float | None = None) -> "Comparison":
         """This comparison with the regression gate's verdict (thresholds as fractions)."""
@@ -168,7 +174,11 @@ def pick_model(run: RunData, model: str | None, flag: str) -> str:
     return models[0]
 
 
-def _check_comparable(a: RunData, b: RunData, force: bool) -> list[str]:
+def _check_comparable(
+    a: RunData, b: RunData, force: bool, labels: tuple[str, str], scaffolds: ScaffoldPair | None
+) -> list[str]:
+    """What makes two runs' arms incomparable: other tasks, another scaffold (or its definition);
+    in a comparison of scaffolds another model (its checkpoint path) instead."""
     differences: list[str] = []
     only_a = sorted(set(a.tasks) - set(b.tasks))
     only_b = sorted(set(b.tasks) - set(a.tasks))
@@ -181,16 +191,26 @@ def _check_comparable(a: RunData, b: RunData, force: bool) -> list[str]:
                 if ts
             )
         )
-    for key in ("scaffold", "scaffold_hash"):
-        va, vb = a.manifest.get(key), b.manifest.get(key)
-        if va != vb:
-            differences.append(f"{key} differs: {va} vs {vb}")
-            break
+    if scaffolds is None:
+        for key in ("scaffold", "scaffold_hash"):
+            va, vb = a.manifest.get(key), b.manifest.get(key)
+            if va != vb:
+                differences.append(f"{key} differs: {va} vs {vb}")
+                break
+    else:  # the scaffolds differ on purpose; the model must not
+        pa, pb = (_model_paths(run, label) for run, label in zip((a, b), labels, strict=True))
+        if pa != pb:
+            differences.append(f"the model differs: {', '.join(sorted(pa))} vs {', '.join(sorted(pb))}")
     if differences and not force:
         raise HarnessError(
             f"not comparable: {'; '.join(differences)}. Pass --force to compare the common tasks anyway"
         )
     return [f"forced: {d}" for d in differences]
+
+
+def _model_paths(run: RunData, label: str) -> set[str]:
+    frame = run.episodes
+    return {str(p) for p in frame.loc[frame["model"] == label, "model_path"].unique()}
 
 
 def _scored(run: RunData, model: str) -> pd.DataFrame:
@@ -205,13 +225,23 @@ def _scored(run: RunData, model: str) -> pd.DataFrame:
 
 @gc_paused
 def compare(
-    a: RunData, b: RunData, model_a: str | None = None, model_b: str | None = None, *, force: bool = False
+    a: RunData,
+    b: RunData,
+    model_a: str | None = None,
+    model_b: str | None = None,
+    *,
+    force: bool = False,
+    scaffolds: ScaffoldPair | None = None,
 ) -> Comparison:
-    """Compare model_a of run a with model_b of run b (a and b may be the same run)."""
+    """Compare model_a of run a with model_b of run b (a and b may be the same run).
+
+    ``scaffolds``: the two are one model under two scaffolds (harness/results/arms.py finds them);
+    the runs' scaffolds then differ on purpose, and the comparison says whether the loops and format
+    errors follow a scaffold or the model (harness/results/attribution.py)."""
     ma, mb = pick_model(a, model_a, "--model-a"), pick_model(b, model_b, "--model-b")
     if a is b and ma == mb:
         raise HarnessError(f"--model-a and --model-b are both {ma}: name two different models")
-    notes = [] if a is b else _check_comparable(a, b, force)
+    notes = [] if a is b else _check_comparable(a, b, force, (ma, mb), scaffolds)
     notes += [f"{run.name}: {w}" for run in ([a] if a is b else [a, b]) for w in run.warnings]
     notes += [f"{run.name}: {run.selected}" for run in ([a] if a is b else [a, b]) if run.selected]
     da, db = _scored(a, ma), _scored(b, mb)
@@ -283,6 +313,9 @@ def compare(
             greedy=greedy,
         ),
         notes=notes,
+        scaffold_a=scaffolds.a if scaffolds else None,
+        scaffold_b=scaffolds.b if scaffolds else None,
+        attribution=attribute(ea, eb, scaffolds) if scaffolds else None,
     )
     if left := comparison.incomplete_note():
         comparison = comparison.model_copy(update={"notes": [f"left out of B - A: {left}", *notes]})

@@ -8,13 +8,13 @@ marked as in the run report. Self-contained: one HTML file, no network.
 """
 
 import html
+from collections.abc import Callable
 from pathlib import Path
 
-from harness.monitor import ToolSchemas
 from harness.results.compare import Comparison, OutcomeChange
-from harness.results.episode_view import EpisodeView, load_episode
+from harness.results.episode_view import EpisodeView, TurnChecks, load_episode
 from harness.results.plots import color_of
-from harness.results.report import _CSS, _turn_html, run_schemas
+from harness.results.report import _CSS, _turn_html, run_checks
 from harness.results.runs import RunData
 from harness.results.store import EpisodeRecord
 
@@ -72,14 +72,14 @@ def _task_section(
     c: Comparison,
     a: RunData,
     b: RunData,
-    schemas_a: ToolSchemas | None,
-    schemas_b: ToolSchemas | None,
+    checks_a: Callable[[EpisodeRecord], TurnChecks | None],
+    checks_b: Callable[[EpisodeRecord], TurnChecks | None],
 ) -> str:
     ra, rb = _records(a, c.model_a, task_id), _records(b, c.model_b, task_id)
     rows = []
     for seed in sorted(set(ra) | set(rb)):
-        va = load_episode(a.root, ra[seed], schemas_a) if seed in ra else None
-        vb = load_episode(b.root, rb[seed], schemas_b) if seed in rb else None
+        va = load_episode(a.root, ra[seed], checks_a(ra[seed])) if seed in ra else None
+        vb = load_episode(b.root, rb[seed], checks_b(rb[seed])) if seed in rb else None
         rows.append(
             f'<div class="pair">{_side("A " + c.a, color_of(0), va, seed)}{_side("B " + c.b, color_of(1), vb, seed)}</div>'
         )
@@ -156,10 +156,29 @@ def _flip_table(c: Comparison) -> str:
     )
 
 
+def _attribution(c: Comparison) -> str:
+    """One model under two scaffolds: whether its loops and format errors follow a scaffold or it."""
+    if c.attribution is None:
+        return ""
+    return (
+        f'<p id="attribution" class="verdict WARN"><b>Model or scaffold?</b> {_e(c.attribution.sentence)}</p>'
+    )
+
+
+def page_path(path: Path, c: Comparison, *, several: bool) -> Path:
+    """Where --html FILE puts ``c``'s page: FILE itself, or with several comparisons (each model's
+    scaffolds in turn) FILE-MODEL.html beside it."""
+    if not several:
+        return path
+    name = c.attribution.model if c.attribution else c.model_a
+    tag = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in name)
+    return path.with_name(f"{path.stem}-{tag}{path.suffix}")
+
+
 def write_compare_page(c: Comparison, a: RunData, b: RunData, path: Path) -> Path:
     """Write the comparison page of ``c`` (made from runs a and b) to ``path``."""
-    schemas_a = run_schemas(a)
-    schemas_b = schemas_a if b is a else run_schemas(b)
+    checks_a = run_checks(a)
+    checks_b = checks_a if b is a else run_checks(b)
     verdict = (
         f'<div class="verdict {c.gate.verdict}" id="verdict">{_e(c.gate.line())}</div>' if c.gate else ""
     )
@@ -173,13 +192,13 @@ def write_compare_page(c: Comparison, a: RunData, b: RunData, path: Path) -> Pat
             c,
             a,
             b,
-            schemas_a,
-            schemas_b,
+            checks_a,
+            checks_b,
         )
         for kind, f in flips
     )
     changed = "".join(
-        _task_section(x.task_id, change_anchor(x.task_id), _changed_title(x), c, a, b, schemas_a, schemas_b)
+        _task_section(x.task_id, change_anchor(x.task_id), _changed_title(x), c, a, b, checks_a, checks_b)
         for x in c.changed[:CHANGED_SHOWN]
     )
     legend = (
@@ -190,7 +209,7 @@ def write_compare_page(c: Comparison, a: RunData, b: RunData, path: Path) -> Pat
         f"<!doctype html><html><head><meta charset='utf-8'><title>harness compare: {_e(c.a)} vs {_e(c.b)}</title>"
         f"<style>{_CSS}{_PAGE_CSS}</style></head><body>"
         f"<h1>{_e(c.a)} vs {_e(c.b)}</h1>{legend}{verdict}"
-        f'<p id="sentence"><b>{_e(c.verdict())}</b></p><p id="power">{_e(c.power.sentence())}</p>'
+        f'<p id="sentence"><b>{_e(c.verdict())}</b></p>{_attribution(c)}<p id="power">{_e(c.power.sentence())}</p>'
         + (f"<ul>{notes}</ul>" if notes else "")
         + f"<h2>Paired by task</h2>{_paired_rows(c)}"
         f"<h2>Tasks that flipped ({len(c.fixed)} fixed, {len(c.broken)} broken; {c.both_solved} solved by both, "

@@ -22,6 +22,15 @@ def printable(text: str) -> str:
 
 
 @dataclass(frozen=True)
+class TurnChecks:
+    """What a scaffold's turns are checked against, as its records' format errors were counted:
+    its tool schemas, and whether several calls in one turn are its normal (parallel tool calls)."""
+
+    schemas: ToolSchemas
+    allow_multiple: bool = False
+
+
+@dataclass(frozen=True)
 class TurnView:
     turn: Turn
     errors: list[str]  # "category: detail", as the validator found them
@@ -78,7 +87,7 @@ def find_episode(records: list[EpisodeRecord], spec: str) -> EpisodeRecord:
     return hits[0]
 
 
-def load_episode(root: Path, record: EpisodeRecord, schemas: ToolSchemas | None) -> EpisodeView:
+def load_episode(root: Path, record: EpisodeRecord, checks: TurnChecks | None) -> EpisodeView:
     """Read the episode's trajectory; a missing or damaged file becomes a note, not an exception."""
     notes: list[str] = []
     turns: list[Turn] = []
@@ -106,7 +115,7 @@ def load_episode(root: Path, record: EpisodeRecord, schemas: ToolSchemas | None)
             notes.append(
                 str(exc) if isinstance(exc, HarnessError) else f"{path}: cannot read ({exc.strerror})"
             )
-    if schemas is None:
+    if checks is None:
         notes.append("scaffold schemas unavailable: format errors are not shown per turn")
     start = record.loop.start_turn if record.loop else None
     views = [
@@ -114,9 +123,9 @@ def load_episode(root: Path, record: EpisodeRecord, schemas: ToolSchemas | None)
             turn=t.model_copy(update={"text": printable(t.text), "observation": printable(t.observation)}),
             errors=[
                 f"{e.category.value}: {e.detail}" if e.detail else e.category.value
-                for e in validate_turn(t, schemas).errors
+                for e in validate_turn(t, checks.schemas, allow_multiple=checks.allow_multiple).errors
             ]
-            if schemas
+            if checks
             else [],
             in_loop=start is not None and t.index >= start,
             onset=start is not None and t.index == start,

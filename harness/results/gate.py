@@ -71,7 +71,9 @@ def threshold_note(points: float | None, flag: str) -> str | None:
     )
 
 
-def _bounds(diff: float, se: float, ci_low: float, ci_high: float, tasks: int) -> tuple[float, float] | None:
+def bounds(diff: float, se: float, ci_low: float, ci_high: float, tasks: int) -> tuple[float, float] | None:
+    """The 95% bounds on B - A the gate reads: the t interval, or with no spread across tasks the
+    exact bound on what the tasks could hide (module docstring); None with too few tasks."""
     if math.isnan(se) or tasks < 2:
         return None
     if se == 0:
@@ -125,8 +127,8 @@ def _verdict(
     assert x is not None
     line = -x if rule == "max_drop" else x
     flag = f"--{rule.replace('_', '-')} {100 * x:g}"
-    bounds = _bounds(diff, se, ci_low, ci_high, tasks)
-    if bounds is None:
+    found = bounds(diff, se, ci_low, ci_high, tasks)
+    if found is None:
         return GateResult(
             rule=rule,
             threshold=x,
@@ -135,7 +137,7 @@ def _verdict(
             high=None,
             reason=f"{tasks} task(s) give no confidence interval, so {flag} cannot be decided; add tasks",
         )
-    low, high = bounds
+    low, high = found
     ci = f"95% CI {100 * low:+.1f} to {100 * high:+.1f}" + (" (no spread: exact bound)" if se == 0 else "")
     if low > line:
         verdict: Verdict = "PASS"

@@ -7,15 +7,16 @@ opened offline; its episode list filters by model, status, loop kind and task.
 import base64
 import html
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from harness.errors import HarnessError
-from harness.monitor import ToolSchemas
 from harness.progress import console
-from harness.results.episode_view import EpisodeView, episode_id, load_episode
+from harness.results.arms import scaffold_sentences
+from harness.results.episode_view import EpisodeView, TurnChecks, episode_id, load_episode
 from harness.results.metrics import ModelMetrics, model_metrics, per_seed
 from harness.results.runs import RunData, load_run
 from harness.results.store import EpisodeRecord
@@ -36,14 +37,25 @@ class ReportFiles:
     selected: str | None = None  # --task / --limit: "3 of 20 tasks (...)"
 
 
-def run_schemas(run: RunData) -> ToolSchemas | None:
-    """The scaffold's tool schemas named in run.json (None when the scaffold is gone)."""
+def run_checks(run: RunData) -> Callable[[EpisodeRecord], TurnChecks | None]:
+    """Each record's turn checks: its scaffold's (the record's own; an older record's, run.json's),
+    as its format errors were counted. None where the scaffold is gone."""
     from harness.episodes.scaffold import load_scaffold
 
-    try:
-        return load_scaffold(str(run.manifest.get("scaffold") or "openhands-codeact")).tool_schemas()
-    except (HarnessError, OSError, ValueError):
-        return None
+    listed = str(run.manifest.get("scaffold") or "openhands-codeact")
+    found: dict[str, TurnChecks | None] = {}
+
+    def checks(record: EpisodeRecord) -> TurnChecks | None:
+        name = record.scaffold or listed
+        if name not in found:
+            try:
+                scaffold = load_scaffold(name)
+                found[name] = TurnChecks(scaffold.tool_schemas(), scaffold.parallel_tool_calls)
+            except (HarnessError, OSError, ValueError):
+                found[name] = None
+        return found[name]
+
+    return checks
 
 
 def write_report(
@@ -79,11 +91,12 @@ def write_report(
     metrics_table(metrics, seeds).to_csv(csv, index=False)
     md = out / "report.md"
     server = _server_lines(run, gpu_price)
-    md.write_text(_markdown(run, metrics, seeds, files, server))
+    scaffolds = scaffold_sentences(run)
+    md.write_text(_markdown(run, metrics, seeds, files, server, scaffolds))
     with console.status("writing report.html"):
         views = _episode_views(run)
         page = out / "report.html"
-        page.write_text(_html(run, metrics, seeds, files, views, server))
+        page.write_text(_html(run, metrics, seeds, files, views, server, scaffolds))
     return ReportFiles(
         markdown=md,
         html=page,
@@ -279,6 +292,7 @@ def _markdown(
     seeds: pd.DataFrame,
     plots: dict[str, Path],
     server: list[str],
+    scaffolds: list[str],
 ) -> str:
     parts = [f"# harness report: {run.name}", ""]
     if run.selected:  # the server's seconds stay the whole run's: they cannot be split by task
@@ -287,6 +301,8 @@ def _markdown(
         parts += ["**Partial results:**", "", *(f"- {w}" for w in run.warnings), ""]
     parts += [_md_table(_SUMMARY_HEAD, [_summary_rows(m) for m in metrics]), ""]
     parts += [f"- {m.model}: {m.precision.sentence()}" for m in metrics if m.precision]
+    if scaffolds:
+        parts += ["", "## Model or scaffold?", "", *(f"- {line}" for line in scaffolds)]
     if server:
         parts += ["", "## Server", "", *(f"- {line}" for line in server)]
     if seeds_lines := _seed_lines(metrics):
@@ -310,12 +326,12 @@ def _markdown(
 
 
 def _episode_views(run: RunData) -> list[EpisodeView]:
-    schemas = run_schemas(run)
+    checks = run_checks(run)
     records = run.records()
     if len(records) > EMBED_LIMIT:
         records.sort(key=lambda r: (r.loop is None, r.status != "error", not r.format_errors))
         records = records[:EMBED_LIMIT]
-    return [load_episode(run.root, r, schemas) for r in records]
+    return [load_episode(run.root, r, checks(r)) for r in records]
 
 
 def _clip(text: str) -> str:
@@ -474,6 +490,7 @@ def _html(
     plots: dict[str, Path],
     views: list[EpisodeView],
     server: list[str],
+    scaffolds: list[str],
 ) -> str:
     warn = ""
     if run.warnings:
@@ -491,6 +508,11 @@ def _html(
         f"<h1>harness report: {_e(run.name)}</h1>{warn}"
         f"{_html_table(_SUMMARY_HEAD, [_summary_rows(m) for m in metrics], 'summary')}"
         + "".join(f"<p>{_e(m.model)}: {_e(m.precision.sentence())}</p>" for m in metrics if m.precision)
+        + (
+            f'<h2>Model or scaffold?</h2><ul id="scaffolds">{"".join(f"<li>{_e(x)}</li>" for x in scaffolds)}</ul>'
+            if scaffolds
+            else ""
+        )
         + (
             f'<h2>Server</h2><ul id="server">{"".join(f"<li>{_e(x)}</li>" for x in server)}</ul>'
             if server

@@ -227,7 +227,9 @@ def _check_complete(
         )
     tasks, seeds, models = manifest.get("tasks"), manifest.get("seeds"), manifest.get("models")
     if tasks and seeds and models:
-        expected = len(tasks) * len(seeds) * len(models)
+        # a run of several scaffolds runs each model under each (run.json: "scaffold": "A,B")
+        scaffolds = len(str(manifest.get("scaffold") or "").split(","))
+        expected = len(tasks) * len(seeds) * len(models) * scaffolds
         if len(frame) < expected:
             warnings.append(
                 f"{expected - len(frame)} of {expected} planned episodes missing (run interrupted?): "

@@ -15,8 +15,9 @@ from rich.text import Text
 
 from harness._text import clean, markup
 from harness.errors import HarnessError
+from harness.results.arms import run_arms
 from harness.results.episode_view import EpisodeView, episode_id, find_episode, load_episode
-from harness.results.report import run_schemas
+from harness.results.report import run_checks
 from harness.results.runs import RunData, load_run
 from harness.results.store import VERIFIER_LOG, EpisodeRecord, RunStore
 from harness.tasks.selection import select_ids
@@ -35,10 +36,20 @@ def list_episodes(
     loop: str | None = None,
     task: str | tuple[str, ...] | None = None,
     model: str | None = None,
+    scaffold: str | None = None,
 ) -> list[EpisodeRecord]:
     """The run's episodes that match every filter; ``task`` is a glob or several (any of them), each
-    of which must match a task of the run (a typo is an error, not an empty list)."""
+    of which must match a task of the run (a typo is an error, not an empty list). ``model`` is an
+    arm (MODEL@SCAFFOLD in a run of several scaffolds) or a model (all its arms)."""
     records = run.records()
+    arms = run_arms(run)
+    if model is not None and not any(model in (a.label, a.model) for a in arms):
+        names = list(dict.fromkeys([a.label for a in arms] + [a.model for a in arms]))
+        raise HarnessError(f"--model {model}: not in this run (here: {', '.join(names)})")
+    if scaffold is not None and not any(a.scaffold == scaffold for a in arms):
+        here = ", ".join(dict.fromkeys(a.scaffold or "?" for a in arms))
+        raise HarnessError(f"--scaffold {scaffold}: not in this run (here: {here})")
+    arm_of = {a.label: a for a in arms}
     patterns = (task,) if isinstance(task, str) else tuple(task or ())
     tasks = (
         set(select_ids({r.task_id for r in records}, patterns, where=f"the run {run.root}"))
@@ -61,7 +72,8 @@ def list_episodes(
         for r in records
         if (not status or r.status == status)
         and (tasks is None or r.task_id in tasks)
-        and (not model or r.model == model)
+        and (not model or model in (r.model, arm_of[r.model].model))
+        and (not scaffold or arm_of[r.model].scaffold == scaffold)
         and loop_matches(r)
     ]
 
@@ -115,6 +127,19 @@ def verifier_tail(
     return path, clean("\n".join(kept))
 
 
+def scaffold_trajectory(root: Path, record: EpisodeRecord) -> Path | None:
+    """The episode's trajectory as its scaffold wrote it, beside the store's turns: mini-swe-agent's
+    ``*.traj.json``, OpenHands' conversation directory; None when there is none."""
+    edir = RunStore(root).episode_dir(record.model, record.task_id, record.seed)
+    if edir.is_symlink() or not edir.is_dir():
+        return None
+    found = sorted(p for p in edir.glob("*.traj.json") if p.is_file() and not p.is_symlink())
+    if found:
+        return found[0]
+    conversation = edir / "conversation"
+    return conversation if conversation.is_dir() and not conversation.is_symlink() else None
+
+
 def _verifier_panel(root: Path, r: EpisodeRecord) -> list[RenderableType]:
     """A failed episode's verifier output (the end of verifier.log); a resolved one's file named."""
     found = verifier_tail(root, r)
@@ -139,6 +164,7 @@ def episode_renderables(view: EpisodeView, *, show_all: bool = False) -> list[Re
     r = view.record
     head = Text.assemble(
         (clean(view.id), "bold"),
+        f"  scaffold {clean(r.scaffold)}" if r.scaffold else "",
         f"  status {r.status}",
         f"  reward {'-' if r.reward is None else f'{r.reward:g}'}",
         f"  {r.turns} turns, {r.tool_calls} tool calls, {r.prompt_tokens + r.completion_tokens} tokens, {r.wall_s:.1f} s",
@@ -226,6 +252,7 @@ def show(
     loop: str | None = None,
     task: str | tuple[str, ...] | None = None,
     model: str | None = None,
+    scaffold: str | None = None,
     limit: int = LIST_LIMIT,
 ) -> None:
     """Print the episode list (at most ``limit`` rows; 0: all) or one episode's trajectory."""
@@ -235,7 +262,7 @@ def show(
     for w in run.warnings:
         console.print(f"[yellow]partial:[/] {markup(w)}")
     if episode is None:
-        listed = list_episodes(run, status=status, loop=loop, task=task, model=model)
+        listed = list_episodes(run, status=status, loop=loop, task=task, model=model, scaffold=scaffold)
         shown = listed[:limit] if limit else listed
         console.print(episodes_table(run, shown, len(listed)))
         if hidden := len(listed) - len(shown):
@@ -250,7 +277,12 @@ def show(
             )
         return
     record = find_episode(run.records(), episode)
-    for item in episode_renderables(load_episode(run.root, record, run_schemas(run)), show_all=show_all):
+    for item in episode_renderables(
+        load_episode(run.root, record, run_checks(run)(record)), show_all=show_all
+    ):
         console.print(item)
+    if (own := scaffold_trajectory(run.root, record)) is not None:
+        who = f"{record.scaffold}'s" if record.scaffold else "the scaffold's"
+        console.print(Text(f"{who} own trajectory: {clean(str(own))}", style="dim"))
     for item in _verifier_panel(run.root, record):  # after the turns: what the tests said at the end
         console.print(item)

@@ -205,10 +205,22 @@ _MINI_ACTION = r"```bash\s*\n(.*?)\n```"
 _RETURNCODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
 
 
-def _mini_calls(message: dict[str, Any], text: str, action: re.Pattern[str]) -> list[ToolCall]:
+def _text_actions(doc: dict[str, Any]) -> bool:
+    """Whether a v2 trajectory's model read text actions (its tool calls, if any, ran nothing): the
+    harness writes ``actions``; mini-swe-agent's own text-based models have an ``action_regex``."""
+    config = _dict(_dict(doc.get("info")).get("config"))
+    model = _dict(config.get("model"))
+    if model.get("actions") in ("text", "toolcall"):
+        return bool(model["actions"] == "text")
+    return "action_regex" in model or "textbased" in str(config.get("model_type") or "").lower()
+
+
+def _mini_calls(
+    message: dict[str, Any], text: str, action: re.Pattern[str], *, text_actions: bool = False
+) -> list[ToolCall]:
     """The calls of one assistant message: tool calls (v2), parsed actions (v2 text), or the fenced block (v1)."""
     calls = []
-    for call in message.get("tool_calls") or []:
+    for call in [] if text_actions else message.get("tool_calls") or []:
         fn = _dict(_dict(call).get("function"))
         args = fn.get("arguments")
         calls.append(
@@ -240,6 +252,7 @@ def _mini_swe_agent_turns(doc: dict[str, Any]) -> list[Turn]:
         action = re.compile(str(agent.get("action_regex") or _MINI_ACTION), re.DOTALL)
     except re.error:
         action = re.compile(_MINI_ACTION, re.DOTALL)
+    text_actions = _text_actions(doc)
     turns: list[dict[str, Any]] = []
     for m in doc.get("messages") or []:
         if not isinstance(m, dict):
@@ -250,7 +263,7 @@ def _mini_swe_agent_turns(doc: dict[str, Any]) -> list[Turn]:
             response = _dict(extra.get("response"))
             usage = _dict(response.get("usage"))
             choice = _dict((response.get("choices") or [{}])[0])
-            calls = _mini_calls(m, text, action)
+            calls = _mini_calls(m, text, action, text_actions=text_actions)
             turns.append(
                 {
                     "index": len(turns),

@@ -39,10 +39,11 @@ class HarnessAgent(DefaultAgent):
         stop: threading.Event,
         deadline: float | None,
         trajectory_extra: dict[str, Any],
+        text_actions: bool,
         **kwargs: Any,
     ) -> None:
         super().__init__(model, env, **kwargs)
-        self.recorder = TurnRecorder()
+        self.recorder = TurnRecorder(text_actions=text_actions)
         self.turns: list[Turn] = []
         self._on_turn = on_turn
         self._stop = stop

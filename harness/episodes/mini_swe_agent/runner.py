@@ -111,6 +111,7 @@ class MiniSweAgentRunner:
             model,
             env,
             on_turn=on_turn,
+            text_actions=msa.config.actions == "text",
             stop=stop,
             deadline=deadline,
             trajectory_extra={

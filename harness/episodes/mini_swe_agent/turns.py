@@ -3,9 +3,11 @@
 One assistant message is one turn; the user/tool messages after it are its observation. The rules
 are those `harness loops` applies to a saved ``*.traj.json`` (harness/results/trajectories.py), so
 the live turns and a re-read of the trajectory agree:
-- calls: the message's raw ``tool_calls`` (tool-call mode, arguments as the model wrote them), else
-  its parsed actions as ``bash`` calls with ``{"command": ...}``; a response mini-swe-agent refused
-  (a format error) ran nothing, so in text mode it has no call;
+- calls: in tool-call mode the message's raw ``tool_calls`` (arguments as the model wrote them), else
+  its parsed actions; in text mode only its parsed actions, as ``bash`` calls with
+  ``{"command": ...}`` (mini-swe-agent reads the text alone: tool calls a server sent beside it ran
+  nothing); a response mini-swe-agent refused (a format error) ran nothing, so in text mode it has
+  no call;
 - failed: a non-zero return code, an exception, an interrupt (format error), or no call at all.
 """
 
@@ -25,14 +27,14 @@ def _text(content: object) -> str:
     return "" if content is None else str(content)
 
 
-def calls_of(message: dict[str, Any]) -> tuple[ToolCall, ...]:
+def calls_of(message: dict[str, Any], *, text_actions: bool = False) -> tuple[ToolCall, ...]:
     raw = [
         ToolCall(
             name=str(fn.get("name") or ""),
             arguments=args if isinstance(args := fn.get("arguments"), str) else json.dumps(args or {}),
             id=_dict(call).get("id"),
         )
-        for call in message.get("tool_calls") or []
+        for call in ([] if text_actions else message.get("tool_calls") or [])
         if (fn := _dict(_dict(call).get("function")))
     ]
     if raw:
@@ -48,9 +50,10 @@ def calls_of(message: dict[str, Any]) -> tuple[ToolCall, ...]:
 class TurnRecorder:
     """Fed every message the agent adds; ``close`` hands back the turn in progress once complete."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, text_actions: bool = False) -> None:
         self._turn: dict[str, Any] | None = None
         self.count = 0
+        self._text_actions = text_actions
 
     def add(self, message: dict[str, Any]) -> Turn | None:
         """Take one message; an assistant message closes the previous turn (returned)."""
@@ -61,7 +64,7 @@ class TurnRecorder:
             response = _dict(extra.get("response"))
             usage = _dict(response.get("usage"))
             choice = _dict((response.get("choices") or [{}])[0])
-            calls = calls_of(message)
+            calls = calls_of(message, text_actions=self._text_actions)
             self._turn = {
                 "index": self.count,
                 "text": _text(message.get("content")),
