@@ -374,6 +374,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     for line in summary.headlines:
         out.print(escape(line))
     out.print(f"full report: harness report {escape(summary.run_dir)}")
+    if any("@" in m.model for m in summary.models):  # MODEL@SCAFFOLD arms: one model under two scaffolds
+        out.print(f"model or scaffold: harness compare {escape(summary.run_dir)}")
     return 0
 
 
