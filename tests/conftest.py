@@ -25,11 +25,27 @@ os.environ.setdefault("HARNESS_CONFIG", str(DATA / "config" / "local-runtime.tom
 collect_ignore = ["data"]
 
 
+# Every process this test session starts inherits this mark (vLLM's servers through the harness's
+# launch environment): the vLLM checks below see this session's processes only, never another
+# run's on the same machine (a second checkout's tests, a user's own server).
+SESSION = f"{os.getpid()}-{os.urandom(4).hex()}"
+os.environ["HARNESS_TEST_SESSION"] = SESSION
+
+
+def _ours(proc: psutil.Process) -> bool:
+    try:
+        return proc.environ().get("HARNESS_TEST_SESSION") == SESSION
+    except (psutil.Error, OSError):  # gone, or another user's: not ours
+        return False
+
+
 def vllm_processes() -> list[psutil.Process]:
-    """Every vLLM server, engine or worker process on this machine."""
+    """Every vLLM server, engine or worker process this test session started."""
     found = []
     for proc in psutil.process_iter(["name", "cmdline", "status"]):
         if proc.info.get("status") == psutil.STATUS_ZOMBIE:  # dead; only its exit code is left
+            continue
+        if not _ours(proc):
             continue
         cmd = " ".join(proc.info.get("cmdline") or [])
         if (
