@@ -146,6 +146,57 @@ def test_same_records_as_the_thread_executor_and_resume(
     assert lines(tmp_path / "ray") == got
 
 
+def _block(command: str) -> str:
+    return f"THOUGHT: go.\n\n```mswea_bash_command\n{command}\n```"
+
+
+def test_same_records_for_both_scaffolds_on_threads_and_ray(cluster: Cluster, tmp_path: Path) -> None:
+    """One run of two scaffolds (OpenHands' tool calls, mini-swe-agent's text actions: each reads
+    its own part of every response) gives the same records on the cluster as on threads."""
+    path = tmp_path / "script.json"
+    solve = "echo 'Hello, world!' > hello.txt"
+    path.write_text(
+        ReplayScript(
+            model=MODEL,
+            pick="by_turn",
+            when_exhausted="repeat_last",
+            responses=[
+                ScriptedResponse(content=_block(solve), tool_calls=[call("terminal", command=solve)]),
+                ScriptedResponse(
+                    content=_block("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"),
+                    tool_calls=[call("finish", message="done")],
+                ),
+            ],
+        ).model_dump_json()
+    )
+    common: dict[str, Any] = dict(
+        runtime="local",
+        models=(f"replay:{os.path.relpath(path)}",),
+        tasks="smoke",
+        scaffolds=("openhands-codeact", "mini-swe-agent"),
+    )
+    run_eval(EvalConfig(**common, concurrency=4, run_dir=tmp_path / "threads"))
+    run_eval(
+        EvalConfig(
+            **common,
+            executor=ExecutorConfig(name="ray", ray_address=cluster.address),
+            concurrency=2,
+            run_dir=tmp_path / "ray",
+        )
+    )
+    want = records(tmp_path / "threads")
+    assert len(want) == 6 and records(tmp_path / "ray") == want
+    arms = {(r["model"], r["scaffold"]) for r in want}
+    assert arms == {
+        (f"{MODEL}@openhands-codeact", "openhands-codeact"),
+        (f"{MODEL}@mini-swe-agent", "mini-swe-agent"),
+    }
+    assert {(r["model"], r["task_id"]) for r in want if r["status"] == "resolved"} == {
+        (f"{MODEL}@openhands-codeact", "hello-file"),
+        (f"{MODEL}@mini-swe-agent", "hello-file"),
+    }
+
+
 def test_a_node_killed_mid_run_loses_no_episode_and_duplicates_none(
     cluster: Cluster, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
