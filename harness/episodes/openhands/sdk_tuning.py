@@ -234,6 +234,7 @@ def cached_mcp_schema(original: Callable[[type], dict[str, Any]]) -> Callable[[t
         return copy.deepcopy(schema)
 
     to_mcp_schema.harness_patch = True  # type: ignore[attr-defined]
+    to_mcp_schema.cache = cache  # type: ignore[attr-defined]  # the classes built in episodes so far
     return to_mcp_schema
 
 
