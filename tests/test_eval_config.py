@@ -128,3 +128,6 @@ def test_no_import_circle_in_episodes() -> None:
     assert "harness.episodes.openhands.sdk" not in _harness_imports(episodes / "scaffold.py")
     assert "harness.episodes.openhands.sdk" not in _harness_imports(openhands / "sdk_tuning.py")
     assert "harness.episodes.openhands.sdk_tuning" in _harness_imports(openhands / "sdk.py")
+    # the registry entries import both executors' modules; neither imports them back
+    for module in ("sdk_tuning.py", "remote_tools.py"):
+        assert "harness.episodes.openhands.tool_specs" not in _harness_imports(openhands / module)

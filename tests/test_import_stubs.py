@@ -10,13 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from tests.conftest import REPO
-
-FILES = (
-    REPO / "harness" / "episodes" / "openhands" / "toolserver.py",
-    REPO / "harness" / "episodes" / "openhands" / "import_stubs.py",
-    REPO / "harness" / "episodes" / "openhands" / "ready_terminal.py",
-)
+from harness.episodes.openhands.container_tools import TOOL_SERVER_FILES as FILES
 
 
 def _run(code: str, cwd: Path, **env: str) -> dict:  # type: ignore[type-arg]

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 import harness.episodes.openhands.sdk  # noqa: F401  sets the SDK's environment first
-from harness.episodes.openhands.sdk_tuning import EpisodeFileStore, ReadyTerminal, use_ready_terminal
+from harness.episodes.openhands._patching import episode_scope
+from harness.episodes.openhands.sdk_tuning import EpisodeFileStore, ReadyTerminal
 
 COMMANDS = [
     "echo hello",
@@ -78,10 +79,11 @@ def test_terminal_spec_resolves_to_the_sdk_tool_over_a_ready_terminal(tmp_path: 
 
     from harness.episodes.openhands.sdk import build_agent, build_llm
     from harness.episodes.openhands.sdk_tuning import ReadyTerminalExecutor
+    from harness.episodes.openhands.tool_specs import use_harness_tools
     from harness.episodes.scaffold import load_scaffold
 
-    use_ready_terminal()
-    use_ready_terminal()  # idempotent
+    use_harness_tools()
+    use_harness_tools()  # idempotent
     scaffold = load_scaffold()
     llm = build_llm(base_url="http://127.0.0.1:9/v1", model="m", api_key="k", scaffold=scaffold)
     conv = LocalConversation(agent=build_agent(scaffold, llm), workspace=str(tmp_path), visualizer=None)
@@ -130,7 +132,7 @@ def _compare_with_openai_walk(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
             assert got == expected and type(got) is dict
         return expected
 
-    monkeypatch.setattr(sdk_tuning, "_fast_transform", True)  # keep use_fast_request_transform out
+    checked.harness_patch = True  # type: ignore[attr-defined]  # keeps use_fast_request_transform out
     monkeypatch.setattr(chat_completions, "maybe_transform", checked)
     return took_fast
 
@@ -177,7 +179,7 @@ def test_fast_request_transform_falls_back_to_the_walk_where_it_could_change_som
 
     from harness.episodes.openhands.sdk_tuning import fast_maybe_transform
 
-    fast = fast_maybe_transform(maybe_transform)
+    fast = episode_scope()(fast_maybe_transform(maybe_transform))  # as inside an episode
     expected_type = params.CompletionCreateParamsNonStreaming
     message = {"role": "user", "content": "hi"}
     bodies: list[dict[str, object]] = [
@@ -213,16 +215,16 @@ def test_max_iterations_error_line_is_dropped_and_other_sdk_errors_are_not() -> 
     handler.emit = lambda record: seen.append(record.getMessage())  # type: ignore[method-assign]
     log.addHandler(handler)
     try:
-        log.error("Agent reached maximum iterations limit (4).")
-        log.error("Conversation run failed: boom")
+        with episode_scope():  # while an OpenHands episode runs
+            log.error("Agent reached maximum iterations limit (4).")
+            log.error("Conversation run failed: boom")
+        log.error("Agent reached maximum iterations limit (5).")  # none runs: the SDK's line as it is
     finally:
         log.removeHandler(handler)
-    assert seen == ["Conversation run failed: boom"]
+    assert seen == ["Conversation run failed: boom", "Agent reached maximum iterations limit (5)."]
 
 
-def test_cached_tool_schemas_equal_the_sdk_s_and_each_caller_gets_its_own_copy(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_cached_tool_schemas_equal_the_sdk_s_and_each_caller_gets_its_own_copy() -> None:
     from openhands.sdk.tool.schema import Schema
     from openhands.tools.terminal.definition import TerminalAction
 
@@ -231,17 +233,14 @@ def test_cached_tool_schemas_equal_the_sdk_s_and_each_caller_gets_its_own_copy(
     from harness.episodes.scaffold import load_scaffold
 
     scaffold = load_scaffold("openhands-codeact")
-    monkeypatch.setattr(sdk_tuning, "_cached_schemas", True)  # keep use_cached_tool_schemas out
-    monkeypatch.setattr(Schema, "to_mcp_schema", classmethod(sdk_tuning.SDK_TO_MCP_SCHEMA))
-    sdk_tools = export_tools(scaffold)["tools"]
-    monkeypatch.setattr(
-        Schema, "to_mcp_schema", classmethod(sdk_tuning.cached_mcp_schema(sdk_tuning.SDK_TO_MCP_SCHEMA))
-    )
-    assert export_tools(scaffold)["tools"] == sdk_tools  # first build
-    assert export_tools(scaffold)["tools"] == sdk_tools  # from the cache
-    first = TerminalAction.to_mcp_schema()
-    first["properties"].clear()  # callers reorder and extend what they get
-    assert TerminalAction.to_mcp_schema() == sdk_tuning.SDK_TO_MCP_SCHEMA(TerminalAction)
+    sdk_tools = export_tools(scaffold)["tools"]  # outside an episode: the SDK's own schemas
+    assert Schema.to_mcp_schema.__func__.harness_patch  # type: ignore[attr-defined]  # installed by then
+    with episode_scope():
+        assert export_tools(scaffold)["tools"] == sdk_tools  # first build
+        assert export_tools(scaffold)["tools"] == sdk_tools  # from the cache
+        first = TerminalAction.to_mcp_schema()
+        first["properties"].clear()  # callers reorder and extend what they get
+        assert TerminalAction.to_mcp_schema() == sdk_tuning.SDK_TO_MCP_SCHEMA(TerminalAction)
 
 
 def test_the_agent_s_local_bash_does_not_run_the_user_s_bashrc(

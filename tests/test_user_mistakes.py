@@ -223,6 +223,7 @@ def test_the_sdk_condenser_advice_on_a_context_overflow_is_not_printed() -> None
     (3,207 stderr lines for one overflowing episode, measured); the record's error says it once."""
     import logging
 
+    from harness.episodes.openhands._patching import episode_scope
     from harness.episodes.openhands.sdk import quiet_expected_sdk_errors
 
     quiet_expected_sdk_errors()
@@ -236,8 +237,9 @@ def test_the_sdk_condenser_advice_on_a_context_overflow_is_not_printed() -> None
     handler = Keep()
     log.addHandler(handler)
     try:
-        log.warning("\n" + "=" * 80 + "\n⚠️  CONTEXT WINDOW EXCEEDED ERROR\n" + "=" * 80 + "\n\nadvice")
-        log.warning("another warning")
+        with episode_scope():  # as while an OpenHands episode runs
+            log.warning("\n" + "=" * 80 + "\n⚠️  CONTEXT WINDOW EXCEEDED ERROR\n" + "=" * 80 + "\n\nadvice")
+            log.warning("another warning")
     finally:
         log.removeHandler(handler)
     assert seen == ["another warning"]

@@ -26,7 +26,12 @@ if TYPE_CHECKING:
 _TOOLS_START_TIMEOUT_S = 60.0
 # What runs the tools in the container (standard library and openhands only: no harness there).
 _HERE = Path(__file__).parent
-TOOL_SERVER_FILES = (_HERE / "toolserver.py", _HERE / "import_stubs.py", _HERE / "ready_terminal.py")
+TOOL_SERVER_FILES = (
+    _HERE / "toolserver.py",
+    _HERE / "import_stubs.py",
+    _HERE / "ready_terminal.py",
+    _HERE / "_patching.py",  # the tool server checks the versions it patches before it starts
+)
 SOCKET = "tools.sock"
 # One exec: no agent tools in the image -> 3; else the tool server started in the background.
 _LAUNCH = """
@@ -118,7 +123,10 @@ class ContainerTools:
         self._client: ToolClient | None = None
 
     def params(self) -> dict[str, dict[str, Any]]:
-        return {"terminal": {"sandbox": self._id}, "file_editor": {"sandbox": self._id}}
+        """The scaffold's tool spec parameters that route its tools into this sandbox."""
+        from harness.episodes.openhands import tool_specs
+
+        return {name: {tool_specs.PARAM: f"{tool_specs.SANDBOX}{self._id}"} for name in tool_specs.TOOLS}
 
     def start(self) -> None:
         """Before the conversation: the tool server (already starting when the sandbox was started

@@ -11,6 +11,7 @@ from typing import Any
 
 from harness.episodes.agent_log import episode_label
 from harness.episodes.faults import is_infra_error_name, is_infra_fault
+from harness.episodes.openhands._patching import episode_scope
 from harness.episodes.openhands.sdk import build_agent, build_llm
 from harness.episodes.openhands.sdk_stuck import StuckReasons, finding_from_stuck
 from harness.episodes.openhands.turns_from_events import SdkTurnAssembler
@@ -34,6 +35,7 @@ def kill_running_shells() -> int:
     return kill_sessions(_terminal_pid(conv) for conv in convs)
 
 
+@episode_scope()  # the harness's SDK patches act in this call's context only (_patching.py)
 def run_sdk_episode(
     *,
     instruction: str,

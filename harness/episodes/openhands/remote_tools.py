@@ -4,7 +4,8 @@ The agent, its conversation and the loop monitor run in the harness process; onl
 calls cross into the container (toolserver.py, over a unix socket). The tools are built by the
 SDK's own ``TerminalTool.create`` / ``FileEditorTool.create``, so their names, schemas and
 descriptions are the SDK's (the file editor's names the container's working directory); only
-the executor differs. A tool spec carries ``sandbox=<id>`` to be resolved this way.
+the executor differs. A tool spec carries ``harness="sandbox:<id>"`` to be resolved this way
+(tool_specs.py).
 
 The SDK is imported at module level here: import this module only inside functions.
 """
@@ -29,12 +30,6 @@ from openhands.tools.file_editor import FileEditorTool
 from openhands.tools.file_editor.definition import FileEditorObservation
 from openhands.tools.terminal import TerminalTool
 from openhands.tools.terminal.definition import TerminalObservation
-
-from harness.episodes.openhands.sdk_tuning import (
-    _TerminalToolFactory,
-    create_local_file_editor,
-    register_over_sdk,
-)
 
 if TYPE_CHECKING:
     from openhands.sdk.conversation.state import ConversationState
@@ -233,58 +228,23 @@ def _client(sandbox_id: str) -> tuple[ToolClient, str]:
             raise SandboxLost(f"sandbox {sandbox_id} is not open") from None
 
 
-class _SandboxTerminalFactory(TerminalTool):
-    """Registry entry for ``terminal``: inside a sandbox when the spec names one, else local."""
-
-    name = "terminal"
-
-    @classmethod
-    def create(  # type: ignore[override]
-        cls, conv_state: "ConversationState", sandbox: str | None = None, **params: Any
-    ) -> Sequence[TerminalTool]:
-        if sandbox is None:
-            return _TerminalToolFactory.create(conv_state, **params)
-        client, _ = _client(sandbox)
-        return TerminalTool.create(
-            conv_state, executor=RemoteExecutor(client, "terminal", TerminalObservation)
-        )
+def create_remote_terminal(conv_state: "ConversationState", sandbox_id: str) -> Sequence[TerminalTool]:
+    """The SDK's ``TerminalTool``, its commands run by sandbox ``sandbox_id``'s tool server."""
+    client, _ = _client(sandbox_id)
+    return TerminalTool.create(conv_state, executor=RemoteExecutor(client, "terminal", TerminalObservation))
 
 
-class _SandboxFileEditorFactory(FileEditorTool):
-    """Registry entry for ``file_editor``: inside a sandbox when the spec names one, else local."""
-
-    name = "file_editor"
-
-    @classmethod
-    def create(  # type: ignore[override]
-        cls, conv_state: "ConversationState", sandbox: str | None = None
-    ) -> Sequence[FileEditorTool]:
-        if sandbox is None:  # its undo history in the episode's directory, not a /tmp folder left behind
-            return create_local_file_editor(conv_state)
-        client, workdir = _client(sandbox)
-        # The description names the working directory: the container's, not the host's.
-        view = SimpleNamespace(workspace=SimpleNamespace(working_dir=workdir), agent=conv_state.agent)
-        tools = FileEditorTool.create(view)  # type: ignore[arg-type]
-        remote = RemoteExecutor(client, "file_editor", FileEditorObservation)
-        for tool in tools:
-            local = tool.executor
-            history = getattr(
-                getattr(getattr(local, "editor", None), "_history_manager", None), "cache", None
-            )
-            if history is not None:  # the unused host editor's undo history folder
-                shutil.rmtree(history.directory, ignore_errors=True)
-        return [tool.set_executor(remote) for tool in tools]
-
-
-_registered = False
-_once = threading.Lock()
-
-
-def use_sandbox_tools() -> None:
-    """Route ``terminal`` and ``file_editor`` specs with a ``sandbox`` parameter into it (idempotent)."""
-    global _registered
-    with _once:
-        if not _registered:
-            register_over_sdk(TerminalTool.name, _SandboxTerminalFactory)
-            register_over_sdk(FileEditorTool.name, _SandboxFileEditorFactory)
-            _registered = True
+def create_remote_file_editor(conv_state: "ConversationState", sandbox_id: str) -> Sequence[FileEditorTool]:
+    """The SDK's ``FileEditorTool`` for sandbox ``sandbox_id``'s working directory, its edits made
+    by that sandbox's tool server."""
+    client, workdir = _client(sandbox_id)
+    # The description names the working directory: the container's, not the host's.
+    view = SimpleNamespace(workspace=SimpleNamespace(working_dir=workdir), agent=conv_state.agent)
+    tools = FileEditorTool.create(view)  # type: ignore[arg-type]
+    remote = RemoteExecutor(client, "file_editor", FileEditorObservation)
+    for tool in tools:
+        local = tool.executor
+        history = getattr(getattr(getattr(local, "editor", None), "_history_manager", None), "cache", None)
+        if history is not None:  # the unused host editor's undo history folder
+            shutil.rmtree(history.directory, ignore_errors=True)
+    return [tool.set_executor(remote) for tool in tools]

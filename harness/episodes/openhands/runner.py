@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from harness.episodes.faults import failed_outcome
+from harness.episodes.openhands._patching import check_all
 from harness.episodes.openhands.container_tools import ContainerTools, ToolServerPrep
 from harness.episodes.openhands.driver import kill_running_shells, run_sdk_episode
 from harness.episodes.scaffold import Scaffold
@@ -26,6 +27,7 @@ class OpenHandsRunner:
     watches_loops = True  # from the SDK's events, observations and all (driver.py)
 
     def __init__(self, scaffold: Scaffold, loop_config: LoopConfig | None = None) -> None:
+        check_all()  # the libraries its patches were written for: a run with others stops here, in one line
         self.scaffold = scaffold
         self.loop_config = loop_config
         self.prep = ToolServerPrep(scaffold.terminal_type)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import harness.episodes.openhands._sdk_env  # noqa: F401  before any openhands import
+from harness.episodes.openhands._patching import episodes_running, require
 from harness.episodes.scaffold import DEFAULT_SCAFFOLD, Scaffold, load_scaffold
 
 
@@ -19,6 +20,8 @@ class _DropMaxIterationsError(logging.Filter):
     (status max_iterations in the record), and the line broke into every progress bar."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if not episodes_running():
+            return True
         return not str(record.msg).startswith("Agent reached maximum iterations limit")
 
 
@@ -27,6 +30,8 @@ class _DropSandboxFailure(logging.Filter):
     record; the SDK's ERROR line with a traceback for it broke into the progress bars."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if not episodes_running():
+            return True
         exc = record.exc_info[1] if record.exc_info else None
         return type(exc).__name__ not in ("SandboxLost", "SandboxLimit")
 
@@ -37,12 +42,19 @@ class _DropContextWindowAdvice(logging.Filter):
     ends as an error whose message names the overflow, which is where the harness reports it."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return "CONTEXT WINDOW EXCEEDED" not in str(record.msg)
+        return not episodes_running() or "CONTEXT WINDOW EXCEEDED" not in str(record.msg)
 
 
 def quiet_expected_sdk_errors() -> None:
-    """Install the filter above on the SDK's conversation logger (idempotent), and silence the
-    SDK's warning that a self-served model has no price in litellm's cost map."""
+    """Install the filters above on the SDK's loggers (idempotent), and silence the SDK's warning
+    that a self-served model has no price in litellm's cost map.
+
+    Scope: the loggers are the SDK's own, and each filter drops its line only while an OpenHands
+    episode runs in this process (``episodes_running``: the SDK logs some of them from threads of
+    its own, where the episode's context is not visible); the warning filter matches only the
+    SDK's telemetry module. Checked: openhands-sdk (logger names and message texts are its own).
+    """
+    require("openhands-sdk", "the SDK's log lines and cost warning (quiet_expected_sdk_errors)")
     log = logging.getLogger("openhands.sdk.conversation.impl.local_conversation")
     if not any(isinstance(f, _DropMaxIterationsError) for f in log.filters):
         log.addFilter(_DropMaxIterationsError())
@@ -52,7 +64,12 @@ def quiet_expected_sdk_errors() -> None:
     agent_log = logging.getLogger("openhands.sdk.agent.agent")
     if not any(isinstance(f, _DropContextWindowAdvice) for f in agent_log.filters):
         agent_log.addFilter(_DropContextWindowAdvice())
-    warnings.filterwarnings("ignore", message="Cost calculation failed", category=UserWarning)
+    warnings.filterwarnings(
+        "ignore",
+        message="Cost calculation failed",
+        category=UserWarning,
+        module=r"openhands\.sdk\.llm\.utils\.telemetry$",
+    )
 
 
 def build_llm(
@@ -100,19 +117,19 @@ def build_agent(scaffold: Scaffold, llm: Any, tool_params: dict[str, dict[str, A
     from openhands.sdk import Agent, Tool
     from openhands.tools.file_editor import FileEditorTool  # noqa: F401  registers file_editor
 
-    from harness.episodes.openhands.remote_tools import use_sandbox_tools
-    from harness.episodes.openhands.sdk_tuning import (
-        use_cached_tool_schemas,
-        use_fast_request_transform,
-        use_ready_terminal,
-    )
+    from harness.episodes.openhands import tool_specs
+    from harness.episodes.openhands.sdk_tuning import use_cached_tool_schemas, use_fast_request_transform
 
-    use_ready_terminal()  # registers terminal: the SDK's tool, without its blind start-up sleep
-    use_sandbox_tools()  # terminal / file_editor specs naming a container sandbox act inside it
-    use_fast_request_transform()  # request bodies sent as built, without openai's no-op re-walk
-    use_cached_tool_schemas()  # each tool's schema built once, not on every model call
+    # terminal / file_editor specs with the `harness` parameter: the harness's executors (a ready
+    # terminal, histories in the episode; or a container sandbox's), the SDK's tools otherwise
+    tool_specs.use_harness_tools()
+    use_fast_request_transform()  # in episodes: request bodies sent as built, without openai's no-op re-walk
+    use_cached_tool_schemas()  # in episodes: each tool's schema built once, not on every model call
     quiet_expected_sdk_errors()
-    params: dict[str, dict[str, Any]] = {"terminal": {"terminal_type": scaffold.terminal_type}}
+    params: dict[str, dict[str, Any]] = {
+        name: {tool_specs.PARAM: tool_specs.LOCAL} for name in tool_specs.TOOLS
+    }
+    params["terminal"]["terminal_type"] = scaffold.terminal_type
     for name, extra in (tool_params or {}).items():
         params[name] = {**params.get(name, {}), **extra}
     tools = [Tool(name=name, params=params.get(name, {})) for name in scaffold.tools]

@@ -9,6 +9,7 @@ that nothing needs goes away:
   same set-up command, waits for the prompt bash prints after it (as long as that takes, never a
   fixed time), and does that wait alongside the first model call: the first command blocks until
   the shell is ready. It lives in ready_terminal.py: a container's tool server runs it too.
+  ``create_local_terminal`` puts it behind the SDK's ``TerminalTool``.
 - Persistence. The SDK's ``LocalFileStore`` fsyncs every event file, event-count marker and
   base_state.json as it writes it (about five fsyncs a turn). ``EpisodeFileStore`` writes the same
   files atomically (temporary file + rename, as the SDK does) and fsyncs them once, when the
@@ -34,6 +35,10 @@ that nothing needs goes away:
   objects every turn allocates) rescanned them all, ~0.3 s each. ``freeze_imports`` moves them out
   of the collector's sight once per process.
 
+Each part acts only for the OpenHands runner's episodes and refuses a library version it was not
+written for (_patching.py); its docstring says how it is scoped. The registry entries that route
+the scaffold's ``terminal`` and ``file_editor`` specs here are in tool_specs.py.
+
 The SDK is imported at module level here: import this module only inside functions.
 """
 
@@ -52,10 +57,10 @@ import harness.episodes.openhands._sdk_env  # noqa: F401  sets the SDK's environ
 
 # isort: split
 from openhands.sdk.io import LocalFileStore
-from openhands.sdk.tool import register_tool
 from openhands.sdk.tool.schema import Schema
 from openhands.tools.terminal import TerminalTool
 
+from harness.episodes.openhands._patching import in_episode, require
 from harness.episodes.openhands.ready_terminal import ReadyTerminal, ReadyTerminalExecutor
 
 __all__ = ["ReadyTerminal", "ReadyTerminalExecutor"]  # re-exported: their home is ready_terminal.py
@@ -64,30 +69,25 @@ if TYPE_CHECKING:
     from openhands.sdk.conversation.state import ConversationState
 
 
-class _TerminalToolFactory(TerminalTool):
-    """Registry entry for ``terminal``: the SDK's TerminalTool, over a ReadyTerminalExecutor.
+def create_local_terminal(conv_state: "ConversationState", **params: Any) -> Sequence[TerminalTool]:
+    """The SDK's ``TerminalTool.create``, over a ReadyTerminalExecutor for the subprocess terminal
+    (the scaffold's); any other set-up gets the SDK's executor. The tool itself is the SDK's
+    ``TerminalTool``: same schema, description and recorded kind.
 
-    Never instantiated itself: ``create`` returns plain ``TerminalTool`` objects, so the tool's
-    schema, description and recorded kind are the SDK's own.
+    Reached only through tool_specs.py's entry for a spec of the OpenHands runner's.
     """
+    if params.get("terminal_type") != "subprocess" or len(params) > 1:  # other set-ups: the SDK's tool
+        return TerminalTool.create(conv_state, **params)
+    require("openhands-tools", "TerminalExecutor's private state (ReadyTerminalExecutor, ready_terminal.py)")
+    from harness.runtime.procs import own_pid_namespace
 
-    name = "terminal"
-
-    @classmethod
-    def create(  # type: ignore[override]
-        cls, conv_state: "ConversationState", terminal_type: str | None = None, **params: Any
-    ) -> Sequence[TerminalTool]:
-        if terminal_type != "subprocess" or params:  # other set-ups: the SDK's tool as it is
-            return TerminalTool.create(conv_state, terminal_type=terminal_type, **params)  # type: ignore[arg-type]
-        from harness.runtime.procs import own_pid_namespace
-
-        executor = ReadyTerminalExecutor(
-            conv_state.workspace.working_dir,
-            full_output_save_dir=conv_state.env_observation_persistence_dir,
-            history_file=_in_episode(conv_state, "bash_history"),
-            confine=own_pid_namespace(),  # its kills reach only what it started
-        )
-        return TerminalTool.create(conv_state, executor=executor)
+    executor = ReadyTerminalExecutor(
+        conv_state.workspace.working_dir,
+        full_output_save_dir=conv_state.env_observation_persistence_dir,
+        history_file=_in_episode(conv_state, "bash_history"),
+        confine=own_pid_namespace(),  # its kills reach only what it started
+    )
+    return TerminalTool.create(conv_state, executor=executor)
 
 
 def _in_episode(conv_state: "ConversationState", name: str) -> str | None:
@@ -103,7 +103,10 @@ def create_local_file_editor(conv_state: "ConversationState") -> Sequence[Any]:
     nothing removes (hundreds piled up); it is removed at once and the history kept in the
     conversation directory instead (a temporary folder removed with the editor when the
     conversation persists nothing).
+
+    Reached only through tool_specs.py's entry for a spec of the OpenHands runner's.
     """
+    require("openhands-tools", "the file editor's private history manager (create_local_file_editor)")
     from openhands.tools.file_editor import FileEditorTool
     from openhands.tools.file_editor.utils.history import FileHistoryManager
 
@@ -124,30 +127,7 @@ def create_local_file_editor(conv_state: "ConversationState") -> Sequence[Any]:
     return tools
 
 
-_registered = False
 _once = threading.Lock()
-
-
-def register_over_sdk(name: str, factory: type) -> None:
-    """Register ``factory`` for the SDK tool ``name``, replacing the SDK's own entry."""
-    import logging
-
-    registry_log = logging.getLogger("openhands.sdk.tool.registry")
-    level = registry_log.level
-    registry_log.setLevel(logging.ERROR)  # "Duplicate tool name registered" is the point here
-    try:
-        register_tool(name, factory)
-    finally:
-        registry_log.setLevel(level)
-
-
-def use_ready_terminal() -> None:
-    """Resolve the ``terminal`` tool spec to the ReadyTerminal version (idempotent, process-wide)."""
-    global _registered
-    with _once:
-        if not _registered:
-            register_over_sdk(TerminalTool.name, _TerminalToolFactory)
-            _registered = True
 
 
 _JSON_LEAVES = (str, int, float, bool, type(None))
@@ -198,10 +178,13 @@ _transform_safe: dict[object, bool] = {}
 
 
 def fast_maybe_transform(original: Callable[[object, object], Any]) -> Callable[[object, object], Any]:
-    """``maybe_transform`` that skips openai's type-driven walk where it could change nothing."""
+    """``maybe_transform`` that skips openai's type-driven walk where it could change nothing,
+    inside an OpenHands episode (``in_episode``); ``original`` everywhere else."""
     from openai._utils import is_given
 
     def transform(data: object, expected_type: object) -> Any:
+        if not in_episode():  # another scaffold's client, the proxy, any other thread: openai's walk
+            return original(data, expected_type)
         safe = _transform_safe.get(expected_type)
         if safe is None:
             safe = _transform_safe[expected_type] = not _rewrites_values(expected_type)
@@ -211,54 +194,75 @@ def fast_maybe_transform(original: Callable[[object, object], Any]) -> Callable[
                 return body
         return original(data, expected_type)
 
+    transform.harness_patch = True  # type: ignore[attr-defined]
     return transform
 
 
-_fast_transform = False
-
-
 def use_fast_request_transform() -> None:
-    """Install ``fast_maybe_transform`` for chat completions (idempotent, process-wide)."""
-    global _fast_transform
+    """Install ``fast_maybe_transform`` as openai's chat-completions ``maybe_transform``
+    (idempotent).
+
+    Scope: installed process-wide, gated per call. openai's resource module reads the name at
+    each call, from every thread: installing it around an episode and removing it after would race
+    with the other episodes and clients running meanwhile; the gate (``in_episode``, a ContextVar
+    that the OpenHands episode sets in its own thread, where the SDK makes its model calls) gives
+    every other caller openai's own function. Checked: openai (the walk it skips, and its private
+    ``PropertyInfo`` / ``is_given``).
+    """
+    require("openai", "openai.resources.chat.completions.completions.maybe_transform")
+    import openai.resources.chat.completions.completions as chat_completions
+
     with _once:
-        if not _fast_transform:
-            import openai.resources.chat.completions.completions as chat_completions
-
+        if not getattr(chat_completions.maybe_transform, "harness_patch", False):
             chat_completions.maybe_transform = fast_maybe_transform(chat_completions.maybe_transform)  # type: ignore[assignment]
-            _fast_transform = True
 
 
-_cached_schemas = False
 SDK_TO_MCP_SCHEMA: Callable[[type], dict[str, Any]] = Schema.to_mcp_schema.__func__  # type: ignore[attr-defined]
 
 
 def cached_mcp_schema(original: Callable[[type], dict[str, Any]]) -> Callable[[type], dict[str, Any]]:
-    """``to_mcp_schema`` computed once per class; each call gets its own deep copy."""
+    """``to_mcp_schema`` computed once per class, each call getting its own deep copy, inside an
+    OpenHands episode (``in_episode``); ``original`` everywhere else."""
     cache: dict[type, dict[str, Any]] = {}
 
     def to_mcp_schema(cls: type) -> dict[str, Any]:
+        if not in_episode():
+            return original(cls)
         schema = cache.get(cls)
         if schema is None:
             schema = cache[cls] = original(cls)
         return copy.deepcopy(schema)
 
+    to_mcp_schema.harness_patch = True  # type: ignore[attr-defined]
+    to_mcp_schema.cache = cache  # type: ignore[attr-defined]  # the classes built in episodes so far
     return to_mcp_schema
 
 
 def use_cached_tool_schemas() -> None:
-    """Install ``cached_mcp_schema`` on the SDK's ``Schema`` (idempotent, process-wide)."""
-    global _cached_schemas
+    """Install ``cached_mcp_schema`` on the SDK's ``Schema`` (idempotent).
+
+    Scope: installed process-wide, gated per call, as ``use_fast_request_transform`` and for the
+    same reason (a class member every thread reads); the SDK builds the schemas for a model call in
+    the episode's own thread. Checked: openhands-sdk (``Schema.to_mcp_schema`` is a classmethod
+    whose result depends only on the class).
+    """
+    require("openhands-sdk", "openhands.sdk.tool.schema.Schema.to_mcp_schema")
     with _once:
-        if not _cached_schemas:
+        if not getattr(Schema.__dict__["to_mcp_schema"].__func__, "harness_patch", False):
             Schema.to_mcp_schema = classmethod(cached_mcp_schema(SDK_TO_MCP_SCHEMA))  # type: ignore[method-assign,assignment]
-            _cached_schemas = True
 
 
 _frozen = False
 
 
 def freeze_imports() -> None:
-    """Once per process: collect, then exempt everything alive now (the SDK's imports) from GC scans."""
+    """Once per process: collect, then exempt everything alive now (the SDK's imports) from GC scans.
+
+    Not a patch of a library, and not scoped: the collector is one per interpreter. What other
+    code sees is only that objects alive at the first OpenHands episode (imports, mostly) are no
+    longer scanned, so a reference cycle among them that later becomes garbage stays in memory;
+    nothing's behaviour changes. Called only by the OpenHands runner's episodes.
+    """
     global _frozen
     with _once:
         if not _frozen:
@@ -272,11 +276,15 @@ def freeze_imports() -> None:
 class EpisodeFileStore(LocalFileStore):
     """``LocalFileStore`` without an fsync per write; ``sync()`` makes the written files durable.
 
+    Scoped by construction: a subclass that only the OpenHands runner's episodes pass to their
+    conversation; the SDK's own store is untouched.
+
     Text files are still written atomically (temporary file, then rename), with the SDK's
     owner-only permissions, so a killed process never leaves a torn event file.
     """
 
     def __init__(self, root: str, cache_limit_size: int = 500) -> None:
+        require("openhands-sdk", "LocalFileStore.write (EpisodeFileStore: its cache and get_full_path)")
         super().__init__(root, cache_limit_size=cache_limit_size)
         self._written: set[str] = set()
 

@@ -26,9 +26,15 @@ on the host, and the container needs no network at all. ``limits`` reports the c
 cgroup counters (processes, out-of-memory kills) so that the host can end an episode that hit
 a limit with the reason.
 
-This file is copied into each container with ready_terminal.py (harness/episodes/) and
-import_stubs.py: they import only the standard library and openhands (the supervisor only the
-standard library: it starts in milliseconds).
+This file is copied into each container with ready_terminal.py, import_stubs.py and
+_patching.py: they import only the standard library, packaging and openhands (the supervisor only
+the standard library and packaging: it starts in milliseconds).
+
+What the tool server patches (pydantic's build default, stand-ins for unused packages, the SDK
+terminal's private state) was written for the versions in _patching.PINS, which the container's
+agent-tools Python has when its image was built with the harness's versions: the supervisor checks
+them before it starts a worker, and on another version ends at once, its note naming the library
+and the versions (the host's episode then fails with that line).
 """
 
 import argparse
@@ -79,6 +85,34 @@ def limits() -> dict[str, int | None]:
     return {"pids": None, "pids_max": None, "oom_kills": _oom_kills()}
 
 
+_IN_CONTAINER = " in this sandbox's agent-tools Python"
+_IMAGE_FIX = "build the image with the harness's versions (docker/README.md) or update the patch"
+
+
+def check_versions() -> None:
+    """The libraries the tool server patches are the versions it was written for (_patching.PINS)."""
+    import _patching  # copied beside this file
+
+    _patching.require(
+        "pydantic",
+        "pydantic._internal._config.config_defaults['defer_build'] while the tools import",
+        where=_IN_CONTAINER,
+        fix=_IMAGE_FIX,
+    )
+    _patching.require(
+        "openhands-sdk",
+        "the SDK's imports of its model clients (import_stubs.py's stand-ins)",
+        where=_IN_CONTAINER,
+        fix=_IMAGE_FIX,
+    )
+    _patching.require(
+        "openhands-tools",
+        "TerminalExecutor's private state (ready_terminal.py)",
+        where=_IN_CONTAINER,
+        fix=_IMAGE_FIX,
+    )
+
+
 def _import_tools() -> tuple[Any, Any, Any, Any, Any]:
     """The SDK's terminal and file_editor executors and actions, imported as cheaply as they can be.
 
@@ -93,8 +127,12 @@ def _import_tools() -> tuple[Any, Any, Any, Any, Any]:
     - the model-client packages the SDK imports but the tools never use are stand-ins
       (import_stubs.py): ~3 -> ~0.5 s. Should the stand-ins ever not satisfy an SDK's imports,
       the tools are imported again over the real packages: slower, never different.
+
+    Scope: this process only (the worker, whose one job the tools are), and the build default and
+    the import hook only while the tools import; checked first (``check_versions``).
     """
-    from pydantic._internal import _config  # no public switch; an SDK without it just costs more
+    check_versions()
+    from pydantic._internal import _config  # no public switch
 
     defaults = getattr(_config, "config_defaults", {})
     deferred = defaults.get("defer_build")
@@ -258,6 +296,8 @@ class Worker:
             return self.proc.wait()
 
     def close(self) -> None:
+        if self.proc is None:  # never started (the supervisor refused to)
+            return
         with contextlib.suppress(OSError):
             self._stream.write(b'{"op": "close"}\n')
             self._stream.flush()
@@ -388,6 +428,7 @@ def main() -> int:
     argv += ["--terminal-type", args.terminal_type]
     worker = Worker(argv, _user(args.user), args.workdir)
     try:
+        check_versions()  # here, where a refusal reaches the host (the worker's stderr goes nowhere)
         worker.start()
         if not worker.ready():
             raise RuntimeError(f"the tools did not start (exit code {worker.reap()})")
