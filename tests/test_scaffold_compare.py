@@ -148,10 +148,17 @@ def test_enough_tasks_establish_that_the_loops_follow_the_scaffold(tmp_path: Pat
     done = run_harness("compare", str(run), env=WIDE)
     assert done.returncode == 0, done.stderr
     text = said(done)
-    assert (
-        f"model or scaffold: The loops follow the scaffold ({OH}), not the model: 100% of {OH}'s episodes loop "
-        f"against 0% of {MSWEA}'s (same model, same 8 tasks; -100 points, p = 0.0078, McNemar exact)"
-    ) in text
+    records = [json.loads(line) for line in (run / "episodes.jsonl").read_text().splitlines()]
+    lost = [r for r in records if r["status"] in ("error", "infra_error")]
+    # On a loaded machine an episode can end in an error of its own (a time limit): the sentence then
+    # pairs fewer tasks; the claim itself must hold.
+    claim = f"model or scaffold: The loops follow the scaffold ({OH}), not the model"
+    assert claim in text, (text[-3000:], lost)
+    if not lost:
+        assert (
+            f"{claim}: 100% of {OH}'s episodes loop against 0% of {MSWEA}'s "
+            "(same model, same 8 tasks; -100 points, p = 0.0078, McNemar exact)"
+        ) in text, text[-3000:]
     assert "cannot establish" not in text
 
 
