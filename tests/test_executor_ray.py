@@ -85,7 +85,7 @@ def records(run: Path) -> list[dict[str, Any]]:
         {k: v for k, v in r.model_dump(mode="json").items() if k not in volatile}
         for r in RunStore(run).records().values()
     ]
-    return sorted(recs, key=lambda r: (r["task_id"], r["seed"]))
+    return sorted(recs, key=lambda r: (r["task_id"], r["seed"], r["model"]))
 
 
 def lines(run: Path) -> list[dict[str, Any]]:

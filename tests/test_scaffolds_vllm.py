@@ -32,19 +32,20 @@ def test_both_scaffolds_on_the_bundled_model_and_its_lora(
         capture_output=True, text=True, timeout=1200, cwd=REPO, env={**os.environ, "COLUMNS": "200"},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    records = RunStore(run).records()
+    store = RunStore(run)
+    records = store.records()
     arms = {(r.model, r.scaffold) for r in records.values()}
     lora_name = lora.name
     assert arms == {(f"{m}@{s}", s) for m in ("smollm2-135m", lora_name) for s in SCAFFOLDS}, arms
     assert len(records) == 8 and all(r.verified and r.reward is not None for r in records.values())
     assert all(r.turns >= 1 or r.status == "error" for r in records.values())
     for r in records.values():  # every model call went through the proxy and was kept
-        calls = run / "episodes" / r.model / r.task_id / f"seed{r.seed}" / "model_calls.jsonl"
+        calls = store.episode_dir(r.model, r.task_id, r.seed) / "model_calls.jsonl"
         assert calls.is_file() and calls.read_text().strip(), calls
         assert "VLLM_API_KEY" not in calls.read_text() and "Bearer" not in calls.read_text()
     msa = [r for r in records.values() if r.scaffold == "mini-swe-agent"]
     assert all(
-        (run / "episodes" / r.model / r.task_id / f"seed{r.seed}" / "mini-swe-agent.traj.json").is_file()
+        (store.episode_dir(r.model, r.task_id, r.seed) / "mini-swe-agent.traj.json").is_file()
         for r in msa
     )
     assert not vllm_processes()  # one server for both models, down before verification

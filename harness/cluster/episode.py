@@ -8,6 +8,7 @@ record. The sandbox is closed here (a container is removed on its node); verific
 driver starts from the exported files.
 """
 
+import hashlib
 import io
 import shutil
 import tarfile
@@ -83,16 +84,21 @@ class ReplicaEndpoint:
 
 
 _cache: dict[str, Any] = {}  # per worker process: the run's arms and runtime
+_cache_lock = threading.Lock()
 
 
 def _parts(config: "EvalConfig", run_id: str, scratch: Path) -> tuple[dict[str, "Arm"], "Runtime"]:
-    if _cache.get("run") != run_id:
-        from harness.evaluate import make_arms, make_runtime
+    # Keyed on the whole configuration, not the run directory's name: a worker process outlives a
+    # run, and two runs in directories of the same name (``.../ray`` twice) may differ in scaffolds.
+    key = hashlib.sha256(f"{run_id}\0{config.model_dump_json()}".encode()).hexdigest()
+    with _cache_lock:  # episodes of one worker may start together
+        if _cache.get("key") != key:
+            from harness.evaluate import make_arms, make_runtime
 
-        runtime = make_runtime(config.runtime, config.sandbox)
-        runtime.prepare(scratch, [])  # task images are built on first use, on this node
-        _cache.update(run=run_id, parts=(make_arms(config), runtime))
-    parts: tuple[dict[str, Arm], Runtime] = _cache["parts"]
+            runtime = make_runtime(config.runtime, config.sandbox)
+            runtime.prepare(scratch, [])  # task images are built on first use, on this node
+            _cache.update(key=key, parts=(make_arms(config), runtime))
+        parts: tuple[dict[str, Arm], Runtime] = _cache["parts"]
     return parts
 
 
