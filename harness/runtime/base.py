@@ -46,6 +46,13 @@ class SandboxConfig(BaseModel):
         "(exact, or a prefix ending in / or :), e.g. for a mirror registry (docker runtime).",
         json_schema_extra={"flag": "image-map", "metavar": "FROM=TO"},
     )
+    force_build: bool = Field(
+        False,
+        description="Build a Harbor task's environment/Dockerfile even when its task.toml names a prebuilt "
+        "docker_image (Harbor's --force-build); without it the docker_image is pulled, and a failed pull is "
+        "the task's error (docker runtime).",
+        json_schema_extra={"flag": "force-build"},
+    )
     export_max_gib: float = Field(
         1.0,
         gt=0,

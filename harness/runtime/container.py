@@ -378,8 +378,11 @@ class ContainerRuntime:
         limits: ContainerLimits | None = None,
         image_map: dict[str, str] | None = None,
         exports: ExportLimits | None = None,
+        *,
+        force_build: bool = False,
     ) -> None:
         self.client = client
+        self.force_build = force_build
         self.limits = limits or ContainerLimits()
         self.image_map = image_map or {}
         self.exports = exports or ExportLimits()
@@ -411,7 +414,9 @@ class ContainerRuntime:
             highlight=False,
         )
         self.remove_orphans(keep)
-        self._task_images = resolve_task_images(self.client, tasks, self.image_map)
+        self._task_images = resolve_task_images(
+            self.client, tasks, self.image_map, force_build=self.force_build
+        )
         for task_id, ref in self._task_images.items():
             if isinstance(ref, str):
                 try:
@@ -425,7 +430,9 @@ class ContainerRuntime:
             return self._image
         ref = self._task_images.get(task.id)
         if ref is None:  # a task prepare() did not see
-            ref = self._task_images[task.id] = build_task_image(self.client, task, self.image_map)
+            ref = self._task_images[task.id] = build_task_image(
+                self.client, task, self.image_map, force_build=self.force_build
+            )
             self._workdirs[task.id] = image_workdir(self.client, ref)
         if isinstance(ref, TaskImageError):
             raise ref
@@ -734,4 +741,6 @@ def make_runtime(config: SandboxConfig) -> ContainerRuntime:
     from harness.runtime.task_images import parse_image_map
 
     mapping = parse_image_map(config.image_map)  # a malformed entry fails before any engine work
-    return ContainerRuntime(docker_client(), config.limits, mapping, config.exports)
+    return ContainerRuntime(
+        docker_client(), config.limits, mapping, config.exports, force_build=config.force_build
+    )

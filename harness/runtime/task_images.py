@@ -4,9 +4,11 @@
 Built as Harbor builds them (build context ``environment/``; RUN steps on the engine's bridge
 network, never in this machine's network namespace: see BUILD_NETWORK), tagged
 ``localhost/harness-task-<task>:<hash of the context>`` so an unchanged task is never rebuilt. A
-``docker_image`` is used when the engine has it or can pull it, else built from the task's
-Dockerfile when it has one. A build that fails, or an image that cannot be had, is the task's
-failure, not the run's: its episodes end as errors carrying the reason, and the other tasks run.
+``docker_image`` is used as Harbor uses it: taken from the engine when there, else pulled
+(pull.py: progress, one line when it fails); its Dockerfile is built instead only under
+``--force-build`` (Harbor's flag), never as a silent fallback. A build that fails, or an image
+that cannot be had, is the task's failure, not the run's: its episodes end as errors carrying the
+reason, and the other tasks run.
 
 ``--image-map FROM=TO`` substitutes images for air-gapped machines: a ``docker_image`` or a
 Dockerfile's ``FROM`` image written exactly FROM becomes TO; a FROM ending in ``/`` or ``:`` is
@@ -26,14 +28,16 @@ from typing import TYPE_CHECKING, Any
 from rich.markup import escape
 
 from harness.errors import HarnessError
-from harness.progress import progress_bar
+from harness.progress import console, progress_bar
+from harness.runtime.pull import PullFailed, failure_line, pull_image
 from harness.tasks import Task
 from harness.tasks.identifiers import is_image_reference
 
 if TYPE_CHECKING:
     import docker
 
-_TAIL_LINES = 12
+_TAIL_LINES = 3  # of a failed build's log, in its one-line error
+_TAIL_CHARS = 300
 
 
 class TaskImageError(HarnessError):
@@ -115,44 +119,64 @@ def rewrite_from(dockerfile_text: str, image_map: Mapping[str, str]) -> str:
     return "".join(lines)
 
 
-def _pull(client: "docker.DockerClient", ref: str) -> bool:
-    """Ask the engine to pull ``ref`` (an air-gapped engine answers at once that it cannot)."""
-    try:
-        client.images.pull(ref)
-    except Exception:  # not found, no registry, bad reference: the caller says what to do
-        return False
-    return _has(client, ref)
-
-
 def _tag(task: Task, context: Path) -> str:
     name = re.sub(r"[^a-z0-9._-]+", "-", task.id.lower()).strip(".-_") or "task"
     return f"localhost/harness-task-{name[:60]}:{context_hash(context)}"
 
 
+def uses_prebuilt(task: Task, force_build: bool = False) -> bool:
+    """Whether the task runs in its ``docker_image`` (pulled when the engine lacks it) rather than
+    in an image built from its Dockerfile: Harbor's rule (``should_use_prebuilt_docker_image``):
+    a ``docker_image`` is used unless ``--force-build`` is given and there is a Dockerfile."""
+    spec = task.image
+    return spec is not None and bool(spec.ref) and not (force_build and spec.dockerfile is not None)
+
+
+def prebuilt_image(
+    client: "docker.DockerClient",
+    task: Task,
+    image_map: Mapping[str, str] | None = None,
+    failed: dict[str, TaskImageError] | None = None,
+) -> str:
+    """The task's ``docker_image`` (after --image-map), pulled when the engine lacks it; a
+    TaskImageError of one line otherwise. ``failed``: images that already failed in this run
+    (each is tried once, however many tasks name it)."""
+    spec = task.image
+    assert spec is not None and spec.ref
+    ref = map_image(spec.ref, image_map or {})
+    if not is_image_reference(ref):  # it would go into the engine's API paths as it is
+        raise TaskImageError(
+            f"{task.path / 'task.toml'}: [environment] docker_image {ref!r}"
+            + (f" (--image-map gave it for {spec.ref})" if ref != spec.ref else "")
+            + ": not an image reference ([registry[:port]/]name[:tag][@digest], name in lower case)"
+        )
+    if failed is not None and ref in failed:
+        raise failed[ref]
+    if _has(client, ref):
+        return ref
+    try:
+        pull_image(client, ref)
+    except PullFailed as exc:
+        error = TaskImageError(failure_line(ref, exc.error, spec.ref))
+        if failed is not None:
+            failed[ref] = error
+        raise error from None
+    return ref
+
+
 def build_task_image(
-    client: "docker.DockerClient", task: Task, image_map: Mapping[str, str] | None = None
+    client: "docker.DockerClient",
+    task: Task,
+    image_map: Mapping[str, str] | None = None,
+    *,
+    force_build: bool = False,
 ) -> str:
     """The task's image reference, pulled or built when needed; TaskImageError with the reason else."""
     spec = task.image
     assert spec is not None
     image_map = image_map or {}
-    if spec.ref:
-        ref = map_image(spec.ref, image_map)
-        if not is_image_reference(ref):  # it would go into the engine's API paths as it is
-            raise TaskImageError(
-                f"{task.path / 'task.toml'}: [environment] docker_image {ref!r}"
-                + (f" (--image-map gave it for {spec.ref})" if ref != spec.ref else "")
-                + ": not an image reference ([registry[:port]/]name[:tag][@digest], name in lower case)"
-            )
-        if _has(client, ref) or _pull(client, ref):
-            return ref
-        if spec.dockerfile is None:
-            mapped = f" (--image-map gave it for {spec.ref})" if ref != spec.ref else ""
-            raise TaskImageError(
-                f"{task.path / 'task.toml'}: [environment] docker_image {ref}{mapped} is not in the container "
-                "engine, cannot be pulled, and the task has no environment/Dockerfile to build it: load it into "
-                f"the engine, or mirror it and pass --image-map {spec.ref}=YOUR_REGISTRY/IMAGE"
-            )
+    if uses_prebuilt(task, force_build):
+        return prebuilt_image(client, task, image_map)
     dockerfile = spec.dockerfile
     assert dockerfile is not None
     text = dockerfile.read_text(errors="replace")
@@ -168,15 +192,16 @@ def build_task_image(
             return tag
         log, error = _build(client, context, dockerfile.name, tag)
     if error or not _has(client, tag):
-        tail = " | ".join([*log[-_TAIL_LINES:], error][-_TAIL_LINES:])
         missing = [b for b in base_images(rewritten) if is_image_reference(b) and not _has(client, b)]
         hint = (
-            f"; the base image {missing[0]} is not in the engine: pull it, or mirror it and pass "
-            f"--image-map {missing[0]}=YOUR_REGISTRY/IMAGE"
+            f" (its base {missing[0]} is not in the engine: pull it, or mirror it and pass "
+            f"--image-map {missing[0]}=YOUR_REGISTRY/IMAGE)"
             if missing
             else ""
         )
-        raise TaskImageError(f"{dockerfile}: the image build failed: {tail}{hint}")
+        tail = " | ".join([*log[-_TAIL_LINES:], error][-_TAIL_LINES:])
+        tail = tail if len(tail) <= _TAIL_CHARS else "..." + tail[-_TAIL_CHARS:]
+        raise TaskImageError(f"{dockerfile}: the image build failed{hint}: {tail}")
     return tag
 
 
@@ -226,23 +251,55 @@ def _build(client: "docker.DockerClient", context: Path, dockerfile: str, tag: s
 
 
 def resolve_task_images(
-    client: "docker.DockerClient", tasks: list[Task], image_map: Mapping[str, str] | None = None
+    client: "docker.DockerClient",
+    tasks: list[Task],
+    image_map: Mapping[str, str] | None = None,
+    *,
+    force_build: bool = False,
 ) -> dict[str, str | TaskImageError]:
-    """Every image task's image, pulled or built with a progress bar; a failed one maps to its error."""
+    """Every image task's image: prebuilt ones first, each pulled once (a progress line each),
+    then the Dockerfile builds with a progress bar. A failed one maps to its error, said once
+    per image (the tasks that need it name it again where their results are shown)."""
     todo = [t for t in tasks if t.image is not None]
     out: dict[str, str | TaskImageError] = {}
-    if not todo:
+    failed: dict[str, TaskImageError] = {}
+    said: set[int] = set()
+    for task in (t for t in todo if uses_prebuilt(t, force_build)):
+        try:
+            out[task.id] = prebuilt_image(client, task, image_map, failed)
+        except TaskImageError as exc:
+            if id(exc) not in said:  # one line per image, however many tasks name it
+                said.add(id(exc))
+                console.print(
+                    f"  [red]no image[/] (its episodes will error): {escape(str(exc))}", highlight=False
+                )
+            out[task.id] = exc
+        except Exception as exc:  # an engine error: this task's, the others go on
+            out[task.id] = TaskImageError(
+                f"{task.image.ref if task.image else None}: {type(exc).__name__}: {exc}"
+            )
+    builds = [t for t in todo if t.id not in out]
+    if not builds:
         return out
-    with progress_bar("task images", len(todo)) as bar:  # in a log: a line at intervals
-        for task in todo:
+    for task in builds:
+        if task.image is not None and task.image.ref:
+            console.print(
+                f"{escape(task.id)}: building environment/Dockerfile instead of pulling its docker_image "
+                f"{escape(task.image.ref)} (--force-build)",
+                highlight=False,
+            )
+    with progress_bar("task images", len(builds)) as bar:  # in a log: a line at intervals
+        for task in builds:
             try:
-                out[task.id] = build_task_image(client, task, image_map)
+                out[task.id] = build_task_image(client, task, image_map, force_build=force_build)
             except Exception as exc:  # whatever one task's image does, the others go on
                 if not isinstance(exc, TaskImageError):
-                    what = task.image.ref or task.image.dockerfile if task.image else None
+                    what = task.image.dockerfile if task.image else None
                     exc = TaskImageError(f"{task.path}: no image for {what}: {type(exc).__name__}: {exc}")
                 out[task.id] = exc
-                bar.print(f"  [red]{task.id}[/]: no image (its episodes will error): {escape(str(exc))}")
+                bar.print(
+                    f"  [red]{escape(task.id)}[/]: no image (its episodes will error): {escape(str(exc))}"
+                )
             bar.advance()
     return out
 
