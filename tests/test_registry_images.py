@@ -134,3 +134,43 @@ def test_the_dockerfile_is_built_instead_of_the_image_only_under_force_build_and
         assert f"pulled {base}" not in said  # the base comes through the build, not a task pull
     finally:
         forget(client, base)
+
+
+def test_runtime_prune_removes_stale_builds_then_everything_it_built_or_pulled_never_what_a_container_uses(
+    client, registry: str, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    from tests.helpers.registry import import_image
+
+    session = uuid.uuid4().hex[:8]
+    repo = f"localhost/harness-task-prunetest-{session}"
+    old, new, busy = f"{repo}:aaaa", f"{repo}:bbbb", f"localhost/harness-task-prunebusy-{session}:cccc"
+    import_image(client, old, {"app/v": "1"})
+    import_image(client, new, {"app/v": "2"})  # imported later: the task's current build
+    import_image(client, busy, {"app/v": "3"})
+    pulled = f"{registry}/harness-test/prune-pulled:{session}"
+    publish(client, pulled, {"app/VERSION": "1.0\n"})
+    task = write(tmp_path / "suite" / "pulled", {**TASK_FILES, "task.toml": task_toml(pulled)})
+    done = run_harness("tasks", "verify", str(task), "--runtime", "docker", timeout=300, env=WIDE)
+    assert done.returncode == 0 and f"pulled {pulled}" in done.stderr, done.stdout + done.stderr
+    container = client.containers.create(busy, command=["sleep", "infinity"])
+    mine = f"*{session}*"  # the engine is shared: only this test's images are looked at
+    try:
+        stale = run_harness("runtime", "prune", "--match", mine, env=WIDE)
+        assert stale.returncode == 0, stale.stderr
+        assert f"removed {old}" in stale.stdout and "removed 1 stale task images" in stale.stdout, (
+            stale.stdout
+        )
+        kept = {t for i in client.images.list() for t in i.tags}
+        assert old not in kept and {new, busy, pulled} <= kept
+        dry = run_harness("runtime", "prune", "--all", "--match", mine, "--dry-run", env=WIDE)
+        assert f"would remove {new}" in dry.stdout and f"would remove {pulled}" in dry.stdout, dry.stdout
+        assert f"kept {busy}: a container uses it" in dry.stdout
+        assert {new, pulled} <= {t for i in client.images.list() for t in i.tags}
+        everything = run_harness("runtime", "prune", "--all", "--match", mine, env=WIDE)
+        assert everything.returncode == 0, everything.stderr
+        kept = {t for i in client.images.list() for t in i.tags}
+        assert new not in kept and pulled not in kept and busy in kept, everything.stdout
+    finally:
+        container.remove(force=True)
+        for ref in (old, new, busy, pulled):
+            forget(client, ref)

@@ -29,6 +29,7 @@ from rich.markup import escape
 
 from harness.errors import HarnessError
 from harness.progress import console, progress_bar
+from harness.runtime.prune import record_pull
 from harness.runtime.pull import PullFailed, failure_line, pull_image
 from harness.tasks import Task
 from harness.tasks.identifiers import is_image_reference
@@ -156,6 +157,7 @@ def prebuilt_image(
         return ref
     try:
         pull_image(client, ref)
+        record_pull(ref)  # `harness runtime prune --all` may remove it later
     except PullFailed as exc:
         error = TaskImageError(failure_line(ref, exc.error, spec.ref))
         if failed is not None:

@@ -146,9 +146,9 @@ def publish(
 
 def forget(client: "docker.DockerClient", image: str) -> None:
     """Remove an image (by id or reference) from the engine, every tag of it; gone already is fine."""
-    from docker.errors import ImageNotFound
+    from docker.errors import NotFound
 
-    with contextlib.suppress(ImageNotFound):
+    with contextlib.suppress(NotFound):
         client.images.remove(image, force=True)
 
 
