@@ -10,7 +10,7 @@ What a scaffold needs running inside (OpenHands' tool server) is its runner's ``
 """
 
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -52,6 +52,13 @@ class SandboxConfig(BaseModel):
         "docker_image (Harbor's --force-build); without it the docker_image is pulled, and a failed pull is "
         "the task's error (docker runtime).",
         json_schema_extra={"flag": "force-build"},
+    )
+    network: Literal["task", "none", "public"] = Field(
+        "task",
+        description="Network of the task containers (docker runtime): task = as each Harbor task's task.toml "
+        "says per phase (Harbor's default: public; other tasks: none), none = no network for any (a note names "
+        "each task denied network it asks for), public = the engine's bridge network for all.",
+        json_schema_extra={"flag": "network"},
     )
     export_max_gib: float = Field(
         1.0,

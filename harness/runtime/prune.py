@@ -5,7 +5,8 @@ Task images pile up: every change to a task's environment/ builds a new
 one multi-GB ``docker_image`` per task. What is removed:
 
 - by default, the stale ones: a harness-built task image whose task has a newer build (same
-  repository, older image);
+  repository, older image), and a killed run's ``localhost/harness-phase`` images (an agent's
+  container committed for a verifier on another network);
 - with ``everything``: every harness-built task image, and every image the harness pulled for a
   task (recorded in ``<cache>/images/pulled.txt`` when it pulled them); both come back (rebuilt,
   pulled) when a run needs them.
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     import docker
 
 BUILT_PREFIX = "localhost/harness-task-"
+PHASE_PREFIX = "localhost/harness-phase:"  # container.PHASE_IMAGE (a killed run's leftover)
 
 
 class PruneReport(BaseModel):
@@ -107,7 +109,9 @@ def prune_task_images(
     for image in images:
         created = _created(image.attrs.get("Created"))
         for tag in image.tags:
-            if tag.startswith(BUILT_PREFIX):
+            if tag.startswith(PHASE_PREFIX):  # an agent's container committed for its verifier: a leftover
+                candidates.append((tag, str(image.id)))
+            elif tag.startswith(BUILT_PREFIX):
                 built.setdefault(_repository(tag), []).append((created, str(image.id), tag))
             elif everything and tag in pulled:
                 candidates.append((tag, str(image.id)))

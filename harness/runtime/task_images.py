@@ -31,7 +31,7 @@ from harness.errors import HarnessError
 from harness.progress import console, progress_bar
 from harness.runtime.prune import record_pull
 from harness.runtime.pull import PullFailed, failure_line, pull_image
-from harness.tasks import Task
+from harness.tasks import Task, TaskImage
 from harness.tasks.identifiers import is_image_reference
 
 if TYPE_CHECKING:
@@ -304,6 +304,25 @@ def resolve_task_images(
                 )
             bar.advance()
     return out
+
+
+VERIFIER_SUFFIX = "-verifier"
+
+
+def verifier_task(task: Task) -> Task | None:
+    """A Harbor task's separate verifier as a task of its own for the image code (its image from
+    ``[verifier.environment] docker_image`` or ``tests/Dockerfile``); None when it uses the task's
+    own image, or the task has no separate verifier."""
+    spec = task.harbor
+    if spec is None or spec.verifier_mode != "separate":
+        return None
+    if spec.verifier_image:
+        image = TaskImage(ref=spec.verifier_image)
+    elif spec.verifier_dockerfile is not None:
+        image = TaskImage(dockerfile=spec.verifier_dockerfile)
+    else:
+        return None
+    return task.model_copy(update={"id": task.id + VERIFIER_SUFFIX, "image": image})
 
 
 def image_workdir(client: "docker.DockerClient", ref: str) -> str:

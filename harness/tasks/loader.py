@@ -24,6 +24,7 @@ from harness.errors import HarnessError
 from harness.paths import absolute, repo_root
 from harness.progress import console
 from harness.tasks.harbor import ContainerLayout, UnsupportedTask, localize, parse_dockerfile
+from harness.tasks.harbor_config import HarborSpec, harbor_spec, read_spec
 from harness.tasks.identifiers import check_image_reference, check_path_component
 
 
@@ -92,6 +93,7 @@ class Task(BaseModel):
     image: TaskImage | None = None  # a Harbor task in a container runtime: its own image
     verifier_env: dict[str, str] = {}
     solution_env: dict[str, str] = {}
+    harbor: HarborSpec | None = None  # a Harbor-format task.toml, as Harbor's models read it
 
     @property
     def workspace_dir(self) -> Path:
@@ -177,6 +179,9 @@ def _load_task(path: Path, suite: str, *, images: bool, task_id: str | None) -> 
     if "verifier" in meta and isinstance(meta["verifier"], dict) and "timeout_sec" in meta["verifier"]:
         limits.setdefault("verify_timeout_s", meta["verifier"]["timeout_sec"])
     limits.update(_environment_limits(toml, meta.get("environment")))
+    spec = harbor_spec(path, read_spec(toml, meta)) if _harbor_format(path, meta) else None
+    if spec is not None and not images:
+        _local_refusals(path, spec)
     try:
         parsed_limits = TaskLimits.model_validate(limits)
     except ValidationError as exc:
@@ -195,7 +200,32 @@ def _load_task(path: Path, suite: str, *, images: bool, task_id: str | None) -> 
         image=image,
         verifier_env=_section_env(meta, "verifier"),
         solution_env=_section_env(meta, "solution"),
+        harbor=spec,
     )
+
+
+def _harbor_format(path: Path, meta: dict[str, Any]) -> bool:
+    """Whether task.toml is Harbor's (read with Harbor's models) rather than the harness's own
+    (``[limits]``, a free-form ``[task]`` table) or a generated SWE-bench instance's."""
+    if not (path / "task.toml").is_file() or "limits" in meta:
+        return False
+    if (path / "tests" / "swebench.json").is_file():
+        return False
+    table = meta.get("task")
+    return not (isinstance(table, dict) and "name" not in table)  # Harbor's [task] names a package
+
+
+def _local_refusals(path: Path, spec: HarborSpec) -> None:
+    """What of a Harbor task needs its container (under --runtime local, a reason to skip it)."""
+    toml = path / "task.toml"
+    if spec.healthcheck is not None:
+        raise UnsupportedTask(f"{toml}: [environment.healthcheck] runs in the task's container")
+    if spec.verifier_mode == "separate":
+        raise UnsupportedTask(f'{toml}: [verifier] environment_mode = "separate" needs a verifier container')
+    if spec.workdir is not None:
+        raise UnsupportedTask(
+            f"{toml}: [environment] workdir {spec.workdir} is a path in the task's container"
+        )
 
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)I?B?\s*$", re.IGNORECASE)
