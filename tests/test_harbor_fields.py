@@ -53,6 +53,26 @@ def test_each_field_fixture_passes_with_its_reference_and_fails_untouched(client
     out = " ".join(done.stdout.split())
     assert done.returncode == 0, done.stdout + done.stderr
     assert "reference solution passes 4/4 (100%); untouched workspace passes 0/4 (0%)" in out, out
+    said = " ".join(
+        done.stderr.split()
+    )  # the one field honoured as Harbor's docker environment does: not at all
+    assert "note: [environment] storage_mb of 1 task(s) is not enforced" in said, said
+
+
+def test_build_timeout_sec_ends_a_build_that_takes_longer(client, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    task = write(
+        tmp_path / "suite" / "slow-build",
+        {
+            "task.toml": 'version = "1.0"\n[environment]\nbuild_timeout_sec = 3.0\n',
+            "instruction.md": "Do it.\n",
+            "environment/Dockerfile": f"FROM ubuntu:24.04\nRUN sleep 20 && echo {os.urandom(4).hex()} > /built\n",
+            "solution/solve.sh": "#!/bin/bash\ntrue\n",
+            "tests/test.sh": "#!/bin/bash\ntrue\n",
+        },
+    )
+    done = run_harness("tasks", "verify", str(task), "--runtime", "docker", *MAP, timeout=120, env=WIDE)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "took longer than [environment] build_timeout_sec = 3" in " ".join(done.stdout.split())
 
 
 def _runtime(client, tasks, tmp_path: Path, network: str = "task"):  # type: ignore[no-untyped-def]

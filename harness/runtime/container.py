@@ -504,6 +504,12 @@ class ContainerRuntime:
                 )
             if note := denied(task, self.network):
                 console.print(f"[yellow]note[/]: {escape(note)}", highlight=False)
+        if sized := [t.id for t in tasks if t.harbor is not None and t.harbor.storage_mb]:
+            console.print(
+                f"[yellow]note[/]: \\[environment] storage_mb of {len(sized)} task(s) is not enforced: the engine's "
+                "overlay storage has no per-container quota (Harbor's docker environment does not enforce it either)",
+                highlight=False,
+            )
         self._task_images = resolve_task_images(
             self.client, tasks, self.image_map, force_build=self.force_build
         )

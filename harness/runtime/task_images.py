@@ -21,6 +21,7 @@ import json
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -192,7 +193,9 @@ def build_task_image(
         tag = _tag(task, context)
         if _has(client, tag):
             return tag
-        log, error = _build(client, context, dockerfile.name, tag)
+        log, error = _build(
+            client, context, dockerfile.name, tag, task.harbor.build_timeout_s if task.harbor else None
+        )
     if error or not _has(client, tag):
         missing = [b for b in base_images(rewritten) if is_image_reference(b) and not _has(client, b)]
         hint = (
@@ -215,7 +218,9 @@ def build_task_image(
 BUILD_NETWORK = {"networkmode": "bridge", "nsoptions": json.dumps([{"Name": "network", "Host": False}])}
 
 
-def _build_stream(client: "docker.DockerClient", context: Path, dockerfile: str, tag: str) -> Iterator[Any]:
+def _build_stream(
+    client: "docker.DockerClient", context: Path, dockerfile: str, tag: str, timeout: float | None = None
+) -> Iterator[Any]:
     """``client.api.build(path=context, dockerfile=..., tag=..., rm=True, forcerm=True, decode=True)``
     with BUILD_NETWORK added: docker-py has no parameter for podman's ``nsoptions``, so its request
     is made here as docker-py 7 makes it (the context tar, .dockerignore, registry auth header)."""
@@ -232,22 +237,30 @@ def _build_stream(client: "docker.DockerClient", context: Path, dockerfile: str,
     params = {"t": tag, "rm": True, "forcerm": True, "dockerfile": name, **BUILD_NETWORK}
     with tar(str(context), exclude=exclude, dockerfile=name) as body:
         response = api._post(
-            api._url("/build"), data=body, params=params, headers=headers, stream=True, timeout=None
+            api._url("/build"), data=body, params=params, headers=headers, stream=True, timeout=timeout
         )
     return api._stream_helper(response, decode=True)  # type: ignore[no-any-return]
 
 
-def _build(client: "docker.DockerClient", context: Path, dockerfile: str, tag: str) -> tuple[list[str], str]:
-    """Build ``tag``; the log's lines and the error the engine reported ("" when none)."""
+def _build(
+    client: "docker.DockerClient", context: Path, dockerfile: str, tag: str, timeout: float | None = None
+) -> tuple[list[str], str]:
+    """Build ``tag``; the log's lines and the error the engine reported ("" when none). Past
+    ``timeout`` seconds (Harbor's ``build_timeout_sec``) the build is given up: an error."""
     log: list[str] = []
     error = ""
+    deadline = None if timeout is None else time.monotonic() + timeout
     try:
-        for chunk in _build_stream(client, context, dockerfile, tag):
+        for chunk in _build_stream(client, context, dockerfile, tag, timeout):
+            if deadline is not None and time.monotonic() > deadline:
+                return log, f"took longer than [environment] build_timeout_sec = {timeout:g}"
             if "stream" in chunk:
                 log.extend(line for line in str(chunk["stream"]).splitlines() if line.strip())
             if "error" in chunk or "errorDetail" in chunk:
                 error = str(chunk.get("error") or (chunk.get("errorDetail") or {}).get("message") or "")
-    except Exception as exc:  # the engine refused the build itself (bad context, API error)
+    except Exception as exc:  # the engine refused the build itself (bad context, API error), or silence
+        if deadline is not None and time.monotonic() > deadline:
+            return log, f"took longer than [environment] build_timeout_sec = {timeout:g}"
         error = str(exc)
     return log, error
 
