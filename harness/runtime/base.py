@@ -60,6 +60,14 @@ class SandboxConfig(BaseModel):
         "each task denied network it asks for), public = the engine's bridge network for all.",
         json_schema_extra={"flag": "network"},
     )
+    swebench_images: str = Field(
+        "swebench",
+        description="Namespace of the official SWE-bench instance images (swebench's naming: "
+        "NAMESPACE/sweb.eval.<arch>.<instance>:latest), pulled when missing: swebench is Docker Hub's; a mirror is "
+        "REGISTRY/NAMESPACE. local: build each instance here from the sandbox image instead (air-gapped; needs a "
+        "clone of each repository; the README says what differs).",
+        json_schema_extra={"flag": "swebench-images", "metavar": "NAMESPACE"},
+    )
     export_max_gib: float = Field(
         1.0,
         gt=0,

@@ -26,6 +26,7 @@ from harness.progress import console
 from harness.tasks.harbor import ContainerLayout, UnsupportedTask, localize, parse_dockerfile
 from harness.tasks.harbor_config import HarborSpec, harbor_spec, read_spec
 from harness.tasks.identifiers import check_image_reference, check_path_component
+from harness.tasks.swebench_dataset import dataset_jsonl, hub_dataset, parquet_jsonl
 
 
 class TaskLimits(BaseModel):
@@ -365,18 +366,25 @@ def _ids(root: Path, dirs: list[Path]) -> list[str]:
     return [d.name if names.count(d.name) == 1 else "-".join(d.relative_to(root).parts) for d in dirs]
 
 
-def load_suite(suite_or_path: str, *, images: bool = False) -> Suite:
-    """The tasks of a built-in suite, a directory of tasks (nested too), a single task directory
-    or a SWE-bench .jsonl, and the task directories of a directory that could not be loaded.
+def load_suite(suite_or_path: str, *, images: bool = False, swebench_images: str = "swebench") -> Suite:
+    """The tasks of a built-in suite, a directory of tasks (nested too), a single task directory,
+    a SWE-bench .jsonl or .parquet of instances, or a SWE-bench dataset (``swe-bench-verified``,
+    ``swe-bench-lite``, ``hf:OWNER/NAME``: swebench_dataset.py), and the task directories of a
+    directory that could not be loaded. ``swebench_images``: the namespace of the official
+    SWE-bench instance images, or ``local`` to build them here (swebench.py).
 
     A single task directory that cannot be loaded raises; in a directory it is skipped with its
     reason (``Skipped.needs_image``: a Harbor task that needs its image and ``images`` is off).
     """
     path = absolute(suite_or_path)  # "." names its directory (the task id of a single task)
+    if not path.exists() and hub_dataset(suite_or_path) is not None:
+        path = dataset_jsonl(suite_or_path)
+    elif path.is_file() and path.suffix == ".parquet":
+        path = parquet_jsonl(path)
     if path.is_file() and path.suffix == ".jsonl":
         from harness.tasks.swebench import load_swebench
 
-        generated, failed = load_swebench(path)
+        generated, failed = load_swebench(path, swebench_images)
         instances: list[Task] = []
         rows_skipped = [Skipped(id=label, path=path, reason=reason) for label, reason in failed]
         for d in sorted(p for p in generated.iterdir() if p.is_dir() and not p.name.endswith(".tmp")):
@@ -463,8 +471,14 @@ def select_tasks(
     return suite.tasks
 
 
-def load_tasks(suite_or_path: str, *, skip_unsupported: bool = False, images: bool = False) -> list[Task]:
+def load_tasks(
+    suite_or_path: str,
+    *,
+    skip_unsupported: bool = False,
+    images: bool = False,
+    swebench_images: str = "swebench",
+) -> list[Task]:
     """All tasks of a built-in suite, a directory of tasks, or a single task directory
     (``load_suite`` then ``select_tasks``: unreadable ones listed, image tasks as ``images`` says)."""
-    suite = load_suite(suite_or_path, images=images)
+    suite = load_suite(suite_or_path, images=images, swebench_images=swebench_images)
     return select_tasks(suite, suite_or_path, skip_unsupported=skip_unsupported, images=images)
