@@ -12,6 +12,7 @@ Progress: Docker reports bytes per layer as it downloads; podman 4 reports only 
 engine gives; the line at the end says how many layers came and how many were already here.
 """
 
+import contextlib
 import re
 import time
 from typing import TYPE_CHECKING, Any
@@ -116,6 +117,11 @@ def _mb(n: int) -> str:
     return f"{n / 1e6:.1f} MB"
 
 
+class _Quiet:
+    def update(self, text: str) -> None:
+        pass
+
+
 class _Layers:
     """The progress events of one pull, summed up."""
 
@@ -161,16 +167,17 @@ class _Layers:
         return text
 
 
-def pull_image(client: "docker.DockerClient", ref: str) -> Pulled:
-    """Pull ``ref`` through the engine with a progress display; PullFailed with the engine's
-    (scrubbed) error when it cannot."""
+def pull_image(client: "docker.DockerClient", ref: str, *, live: bool = True) -> Pulled:
+    """Pull ``ref`` through the engine with a progress display (``live``: a spinner of its own;
+    else only the line at the end, for pulls running side by side under one display); PullFailed
+    with the engine's (scrubbed) error when it cannot."""
     from docker.errors import DockerException
 
     start = time.monotonic()
     layers = _Layers()
     error = ""
     shown = escape(ref)
-    with spinner(f"Pulling {shown}") as spin:
+    with spinner(f"Pulling {shown}") if live else contextlib.nullcontext(_Quiet()) as spin:
         try:
             for event in client.api.pull(ref, stream=True, decode=True):
                 if not isinstance(event, dict):

@@ -16,6 +16,7 @@ a prefix (``docker.io/library/=mirror.local/library/``). A rewritten Dockerfile 
 temporary copy of the context, so the cache tag follows the image actually built.
 """
 
+import contextlib
 import hashlib
 import json
 import re
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from rich.markup import escape
 
 from harness.errors import HarnessError
-from harness.progress import console, progress_bar
+from harness.progress import console, progress_bar, spinner
 from harness.runtime.prune import record_pull
 from harness.runtime.pull import PullFailed, failure_line, pull_image
 from harness.tasks import Task, TaskImage
@@ -139,10 +140,12 @@ def prebuilt_image(
     task: Task,
     image_map: Mapping[str, str] | None = None,
     failed: dict[str, TaskImageError] | None = None,
+    *,
+    live: bool = True,
 ) -> str:
     """The task's ``docker_image`` (after --image-map), pulled when the engine lacks it; a
     TaskImageError of one line otherwise. ``failed``: images that already failed in this run
-    (each is tried once, however many tasks name it)."""
+    (each is tried once, however many tasks name it); ``live``: see pull_image."""
     spec = task.image
     assert spec is not None and spec.ref
     ref = map_image(spec.ref, image_map or {})
@@ -157,7 +160,7 @@ def prebuilt_image(
     if _has(client, ref):
         return ref
     try:
-        pull_image(client, ref)
+        pull_image(client, ref, live=live)
         record_pull(ref)  # `harness runtime prune --all` may remove it later
     except PullFailed as exc:
         error = TaskImageError(failure_line(ref, exc.error, spec.ref))
@@ -279,7 +282,9 @@ def resolve_task_images(
     out: dict[str, str | TaskImageError] = {}
     failed: dict[str, TaskImageError] = {}
     said: set[int] = set()
-    for task in (t for t in todo if uses_prebuilt(t, force_build)):
+    prebuilt = [t for t in todo if uses_prebuilt(t, force_build)]
+    _pull_ahead(client, prebuilt, image_map or {}, failed)
+    for task in prebuilt:
         try:
             out[task.id] = prebuilt_image(client, task, image_map, failed)
         except TaskImageError as exc:
@@ -317,6 +322,42 @@ def resolve_task_images(
                 )
             bar.advance()
     return out
+
+
+PULLS_AT_ONCE = 4  # images pulled side by side (the engine fetches their layers in parallel too)
+
+
+def _pull_ahead(
+    client: "docker.DockerClient",
+    tasks: list[Task],
+    image_map: Mapping[str, str],
+    failed: dict[str, TaskImageError],
+) -> None:
+    """Every distinct ``docker_image`` of ``tasks`` the engine lacks, pulled PULLS_AT_ONCE at a time
+    under one spinner (a line per image as it lands); failures land in ``failed``."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    first: dict[str, Task] = {}
+    for task in tasks:
+        if task.image is not None and task.image.ref:
+            ref = map_image(task.image.ref, image_map)
+            if is_image_reference(ref):
+                first.setdefault(ref, task)
+    missing = [(ref, task) for ref, task in first.items() if not _has(client, ref)]
+    if len(missing) < 2:
+        return  # one pull shows its own progress
+    done = 0
+    with spinner(f"Pulling {len(missing)} images") as spin:
+
+        def one(item: tuple[str, Task]) -> None:
+            nonlocal done
+            with contextlib.suppress(Exception):  # a failed pull is in ``failed``, said by the caller
+                prebuilt_image(client, item[1], image_map, failed, live=False)
+            done += 1
+            spin.update(f"Pulling {len(missing)} images: {done} done")
+
+        with ThreadPoolExecutor(max_workers=PULLS_AT_ONCE, thread_name_prefix="pull") as pool:
+            list(pool.map(one, missing))
 
 
 VERIFIER_SUFFIX = "-verifier"
