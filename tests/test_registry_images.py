@@ -174,3 +174,46 @@ def test_runtime_prune_removes_stale_builds_then_everything_it_built_or_pulled_n
         container.remove(force=True)
         for ref in (old, new, busy, pulled):
             forget(client, ref)
+
+
+def test_a_registry_that_asks_for_a_password_gets_the_engine_s_login_and_no_credential_is_printed(
+    client, registry: str, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    import base64
+    import json
+
+    from tests.helpers.registry import auth_registry, import_image, push
+
+    address, user, password = auth_registry()
+    ref = f"{address}/harness-test/private:{uuid.uuid4().hex[:8]}"
+    image = import_image(client, ref, {"app/VERSION": "1.0\n"})
+    push(client, ref, {"username": user, "password": password})
+    forget(client, image)
+    task = write(tmp_path / "suite" / "private", {**TASK_FILES, "task.toml": task_toml(ref)})
+
+    def with_login(secret: str) -> dict[str, str]:
+        """The environment of a user who ran `docker login ADDRESS` (its config.json)."""
+        home = tmp_path / f"docker-{len(secret)}-{secret[:3]}"
+        home.mkdir()
+        token = base64.b64encode(f"{user}:{secret}".encode()).decode()
+        (home / "config.json").write_text(json.dumps({"auths": {address: {"auth": token}}}))
+        return {**WIDE, "DOCKER_CONFIG": str(home)}
+
+    try:
+        ok = run_harness(
+            "tasks", "verify", str(task), "--runtime", "docker", timeout=300, env=with_login(password)
+        )
+        assert ok.returncode == 0 and f"pulled {ref}" in ok.stderr, ok.stdout + ok.stderr
+        forget(client, ref)  # pulled again with the wrong password, next
+        wrong = "not-" + password
+        denied = run_harness(
+            "tasks", "verify", str(task), "--runtime", "docker", timeout=300, env=with_login(wrong)
+        )
+        assert denied.returncode == 1, denied.stdout + denied.stderr
+        assert f"cannot pull {ref}: access denied: log in (docker login / podman login)" in denied.stderr
+        for done, secret in ((ok, password), (denied, wrong)):
+            shown = done.stdout + done.stderr
+            token = base64.b64encode(f"{user}:{secret}".encode()).decode()
+            assert secret not in shown and token not in shown
+    finally:
+        forget(client, ref)

@@ -39,7 +39,16 @@ def registry_log() -> Path:
     """The registry's log (its access lines say the bytes each blob GET sent)."""
     from harness.paths import cache_dir
 
-    return cache_dir() / "test-registry" / "registry.log"
+    return cache_dir() / "test-registry" / "open" / "registry.log"
+
+
+def auth_registry() -> tuple[str, str, str]:
+    """(address, user, password) of the tests' registry that asks for a password (the next port)."""
+    from harness.paths import cache_dir
+
+    host, _, port = registry_address().rpartition(":")
+    password = (cache_dir() / "test-registry" / "auth" / "password").read_text().strip()
+    return f"{host}:{int(port) + 1}", "harness-test", password
 
 
 def has_manifest(address: str, repository: str, tag: str) -> bool:
@@ -120,10 +129,11 @@ def import_image(
     return str(client.images.get(ref).id)
 
 
-def push(client: "docker.DockerClient", ref: str) -> None:
-    """Push ``ref`` to its registry; RuntimeError with the engine's message when that fails."""
+def push(client: "docker.DockerClient", ref: str, auth: dict[str, str] | None = None) -> None:
+    """Push ``ref`` to its registry (``auth``: username and password); RuntimeError with the
+    engine's message when that fails."""
     repository, _, tag = ref.rpartition(":")
-    for event in client.api.push(repository, tag, stream=True, decode=True):
+    for event in client.api.push(repository, tag, stream=True, decode=True, auth_config=auth):
         if isinstance(event, dict) and (event.get("error") or event.get("errorDetail")):
             raise RuntimeError(f"push {ref}: {event.get('error') or event.get('errorDetail')}")
 
