@@ -88,6 +88,25 @@ def cmd_runtime_setup(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_runtime_prune(args: argparse.Namespace) -> int:
+    from harness.runtime.engine import docker_client
+    from harness.runtime.prune import prune_task_images
+
+    report = prune_task_images(docker_client(), everything=args.all, match=args.match, dry_run=args.dry_run)
+    verb = "would remove" if report.dry_run else "removed"
+    for tag in report.removed:
+        out.print(f"{verb} {escape(tag)}", soft_wrap=True, highlight=False)
+    for tag in report.in_use:
+        out.print(f"kept {escape(tag)}: a container uses it", soft_wrap=True, highlight=False)
+    what = "task images" if args.all else "stale task images (a newer build of the same task exists)"
+    out.print(
+        f"{verb} {len(report.removed)} {what}, {report.freed_bytes / 1e9:.2f} GB"
+        + ("" if args.all else "; --all removes every task image the harness built or pulled"),
+        highlight=False,
+    )
+    return 0
+
+
 # ---- harness inspect -------------------------------------------------------------------------
 def cmd_inspect(args: argparse.Namespace) -> int:
     from harness.server.checkpoint import inspect_checkpoint
@@ -709,6 +728,17 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         "--check", action="store_true", help="only check that an engine answers: exit 0, or 1 and why not"
     )
     rsetup.set_defaults(func=cmd_runtime_setup)
+    rprune = rsub.add_parser(
+        "prune",
+        help="remove stale task images (older builds of a task); --all: every task image the harness "
+        "built or pulled (none a container uses)",
+    )
+    rprune.add_argument(
+        "--all", action="store_true", help="every task image the harness built or pulled, not only stale ones"
+    )
+    rprune.add_argument("--match", metavar="GLOB", help="only image references matching GLOB")
+    rprune.add_argument("--dry-run", action="store_true", help="list what would be removed; remove nothing")
+    rprune.set_defaults(func=cmd_runtime_prune)
 
     serve = sub.add_parser("serve", help="start a vLLM server for a checkpoint; stops when idle")
     _server_flags(serve)

@@ -138,7 +138,8 @@ def run_eval(config: EvalConfig) -> EvalSummary:
 
 
 def _tasks(config: EvalConfig, images: bool) -> list[Task]:
-    suite = narrow(load_suite(config.tasks, images=images), config.task, config.limit, where=config.tasks)
+    suite = load_suite(config.tasks, images=images, swebench_images=config.sandbox.swebench_images)
+    suite = narrow(suite, config.task, config.limit, where=config.tasks)
     return select_tasks(suite, config.tasks, skip_unsupported=config.skip_unsupported, images=images)
 
 

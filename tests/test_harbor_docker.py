@@ -352,7 +352,7 @@ def test_bad_input_build_failure_missing_image_no_tests_tb1_each_its_line_and_th
     out = table(done.stdout)
     assert "reference solution passes 1/3 (33%); untouched workspace passes 0/3 (0%); 2 skipped" in out, out
     assert "image build failed" in out and "building the broken one" in out
-    assert "registry.invalid/nobody/none:1 is not in the container engine, cannot be pulled" in out
+    assert "cannot pull registry.invalid/nobody/none:1: " in out
     assert "--image-map registry.invalid/nobody/none:1=YOUR_REGISTRY/IMAGE" in table(done.stderr)
     assert "missing tests/test.sh" in out
     assert "a Terminal-Bench 1 task (task.yaml)" in out and "harbor tasks migrate" in out

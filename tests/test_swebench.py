@@ -36,9 +36,26 @@ def write(tmp_path: Path, *rows: dict) -> Path:
     return path
 
 
+def test_generated_task_in_its_official_image_needs_no_clone(instance: dict, tmp_path: Path) -> None:
+    (tmp_path / "repos").rename(tmp_path / "elsewhere")  # the image holds the repository
+    (task,) = load_suite(str(write(tmp_path, instance)), images=True).tasks
+    assert task.image is not None and task.image.dockerfile is None
+    # swebench's own naming (TestSpec.instance_image_key) in Docker Hub's namespace, "__" as _1776_.
+    assert task.image.ref == "swebench/sweb.eval.x86_64.sympy_1776_sympy-20212:latest"
+    eval_sh = (task.tests_dir / "eval.sh").read_text()
+    # swebench's eval script unchanged: the image has the spec's conda environment.
+    assert "source /opt/miniconda3/bin/activate" in eval_sh and "conda activate testbed" in eval_sh
+    assert "bin/test -C --verbose sympy/core/tests/test_power.py" in eval_sh
+    (mirrored,) = load_suite(
+        str(write(tmp_path, instance)), images=True, swebench_images="127.0.0.1:5123/mirror"
+    ).tasks
+    assert mirrored.image is not None
+    assert mirrored.image.ref == "127.0.0.1:5123/mirror/sweb.eval.x86_64.sympy_1776_sympy-20212:latest"
+
+
 def test_generated_task(instance: dict, tmp_path: Path) -> None:
     path = write(tmp_path, instance)
-    suite = load_suite(str(path), images=True)
+    suite = load_suite(str(path), images=True, swebench_images="local")
     (task,) = suite.tasks
     assert task.id == "sympy__sympy-20212" and task.image is not None and task.image.dockerfile is not None
     assert task.instruction.startswith("0**-oo produces 0")
@@ -71,7 +88,7 @@ def test_generated_task(instance: dict, tmp_path: Path) -> None:
     other = tmp_path / "other"
     other.mkdir()
     (other / "repos").symlink_to(tmp_path / "repos")
-    (again,) = load_suite(str(write(other, instance)), images=True).tasks
+    (again,) = load_suite(str(write(other, instance)), images=True, swebench_images="local").tasks
     assert again.path == task.path
 
 
@@ -90,7 +107,26 @@ def test_bad_instances(instance: dict, tmp_path: Path) -> None:
     ]
     for row, message in cases:
         with pytest.raises(HarnessError, match=message):
-            load_tasks(str(write(tmp_path, row)))
+            load_tasks(str(write(tmp_path, row)), swebench_images="local")
     (tmp_path / "instances.jsonl").write_text("{not json\n")
     with pytest.raises(HarnessError, match=":1: not JSON"):
         load_tasks(str(tmp_path / "instances.jsonl"))
+
+
+def test_rows_from_a_parquet_file_load_through_datasets_and_an_unreachable_hub_is_one_line(
+    instance: dict, tmp_path: Path
+) -> None:
+    import pandas as pd
+
+    pd.DataFrame([instance]).to_parquet(tmp_path / "verified-sample.parquet")
+    (task,) = load_suite(str(tmp_path / "verified-sample.parquet"), images=True).tasks
+    assert task.id == "sympy__sympy-20212" and task.suite == "verified-sample"
+    assert (
+        task.image is not None and task.image.ref == "swebench/sweb.eval.x86_64.sympy_1776_sympy-20212:latest"
+    )
+    # No hub here (HF_HUB_OFFLINE=1, nothing cached): the dataset's name and what to do instead.
+    with pytest.raises(HarnessError) as err:
+        load_suite("swe-bench-verified", images=True)
+    message = str(err.value)
+    assert message.startswith("--tasks swe-bench-verified: the datasets library could not load it (")
+    assert "\n" not in message and message.endswith("a local .jsonl or .parquet of its rows works too")

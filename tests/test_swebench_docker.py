@@ -23,10 +23,15 @@ from pathlib import Path
 
 import pytest
 
+from harness.runtime.base import SandboxConfig
 from harness.tasks.swebench_grading import eval_report, grade_logs
 from tests.helpers.swebench_repos import DATA
 
 pytestmark = pytest.mark.timeout(1200)
+
+# These instances are built here from the sandbox image (the opt-in for air-gapped machines); the
+# official images' path is tests/test_swebench_official.py.
+LOCAL_BUILD = SandboxConfig(swebench_images="local")
 
 START, END = ">>>>> Start Test Output", ">>>>> End Test Output"
 
@@ -144,7 +149,7 @@ def test_verify_gold_resolves_untouched_does_not(instances: Path) -> None:
     from harness.runtime.engine import docker_client
     from harness.tasks.oracle import verify_suite
 
-    report = verify_suite(str(instances), runtime="docker", concurrency=2)
+    report = verify_suite(str(instances), runtime="docker", concurrency=2, sandbox=LOCAL_BUILD)
     assert report.runtime == "docker" and not report.skipped
     by_id = {c.task_id: c for c in report.checks}
     assert set(by_id) == {"sympy__sympy-20154", "sympy__sympy-20212"}
@@ -165,7 +170,7 @@ def test_verify_gold_resolves_untouched_does_not(instances: Path) -> None:
     from harness.tasks.loader import load_suite
 
     client = docker_client()
-    tasks = load_suite(str(instances), images=True).tasks
+    tasks = load_suite(str(instances), images=True, swebench_images="local").tasks
     before = {i.id for i in client.images.list(all=True)}
     tags = [build_task_image(client, t) for t in tasks]  # cached: found, not built
     assert {i.id for i in client.images.list(all=True)} == before
@@ -200,7 +205,14 @@ def test_eval_agent_fixes_it_in_the_container_and_export_preds(instances: Path, 
     run = tmp_path / "run"
     with ReplayServer(ReplayScript(model="m", responses=script)) as server:
         run_eval(
-            EvalConfig(runtime="docker", models=("m",), tasks=str(one), base_url=server.base_url, run_dir=run)
+            EvalConfig(
+                runtime="docker",
+                models=("m",),
+                tasks=str(one),
+                base_url=server.base_url,
+                run_dir=run,
+                sandbox=LOCAL_BUILD,
+            )
         )
     (rec,) = RunStore(run).records().values()
     assert rec.status == "resolved" and rec.reward == 1.0, rec

@@ -128,7 +128,11 @@ def _disarm(git_dir: Path) -> None:
 
 
 def _patch_from_start(task: Task, final: Path) -> str:
-    if task.metadata.get("category") == "swe-bench" and (task.path / "environment" / "repo").is_dir():
+    # A SWE-bench instance: built here (environment/repo) or in its official image (the final
+    # workspace holds the image's repository at base_commit).
+    if task.metadata.get("category") == "swe-bench" and (
+        (task.path / "environment" / "repo").is_dir() or (final / ".git").is_dir()
+    ):
         return _swebench_patch(task, final)
     if task.container is None:
         return workspace_patch(task.workspace_dir, final)

@@ -10,7 +10,7 @@ What a scaffold needs running inside (OpenHands' tool server) is its runner's ``
 """
 
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -45,6 +45,28 @@ class SandboxConfig(BaseModel):
         description="FROM=TO: use image TO wherever a task's docker_image or Dockerfile FROM names FROM "
         "(exact, or a prefix ending in / or :), e.g. for a mirror registry (docker runtime).",
         json_schema_extra={"flag": "image-map", "metavar": "FROM=TO"},
+    )
+    force_build: bool = Field(
+        False,
+        description="Build a Harbor task's environment/Dockerfile even when its task.toml names a prebuilt "
+        "docker_image (Harbor's --force-build); without it the docker_image is pulled, and a failed pull is "
+        "the task's error (docker runtime).",
+        json_schema_extra={"flag": "force-build"},
+    )
+    network: Literal["task", "none", "public"] = Field(
+        "task",
+        description="Network of the task containers (docker runtime): task = as each Harbor task's task.toml "
+        "says per phase (Harbor's default: public; other tasks: none), none = no network for any (a note names "
+        "each task denied network it asks for), public = the engine's bridge network for all.",
+        json_schema_extra={"flag": "network"},
+    )
+    swebench_images: str = Field(
+        "swebench",
+        description="Namespace of the official SWE-bench instance images (swebench's naming: "
+        "NAMESPACE/sweb.eval.<arch>.<instance>:latest), pulled when missing: swebench is Docker Hub's; a mirror is "
+        "REGISTRY/NAMESPACE. local: build each instance here from the sandbox image instead (air-gapped; needs a "
+        "clone of each repository; the README says what differs).",
+        json_schema_extra={"flag": "swebench-images", "metavar": "NAMESPACE"},
     )
     export_max_gib: float = Field(
         1.0,

@@ -34,6 +34,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rich.markup import escape
+
 from harness.progress import console
 from harness.runtime.base import ContainerLimits, SandboxConfig, SandboxPrep
 from harness.runtime.container_files import export_dir, extract_tar, put_dir, put_file, stage_name
@@ -41,12 +43,30 @@ from harness.runtime.container_verify import ExportedSandbox, exec_capped, verif
 from harness.runtime.export_caps import ExportLimit, ExportLimits
 from harness.runtime.images import ensure_sandbox_image
 from harness.runtime.owner import owner_labels, owner_state
-from harness.runtime.task_images import TaskImageError, build_task_image, image_workdir, resolve_task_images
+from harness.runtime.separate_verify import collect_artifacts, verify_separate
+from harness.runtime.task_env import (
+    NetworkChoice,
+    Phase,
+    TaskRefusedAtRun,
+    container_env,
+    denied,
+    phase_network,
+    run_healthcheck,
+)
+from harness.runtime.task_images import (
+    VERIFIER_SUFFIX,
+    TaskImageError,
+    build_task_image,
+    image_workdir,
+    resolve_task_images,
+    verifier_task,
+)
 from harness.runtime.warm import WarmPool
 from harness.seam import ExecResult
 from harness.tasks import Task, VerifyResult, prepare_workspace
 from harness.tasks.fresh import verify_mode
 from harness.tasks.harbor import LOGS_DIR, SOLUTION_DIR, TESTS_DIR
+from harness.tasks.harbor_config import resolve_env
 from harness.tasks.swebench_grading import grade_logs
 from harness.tasks.verify import score_tests
 
@@ -119,6 +139,7 @@ class ContainerSandbox:
         self.channel = channel
         self.prep = prep  # what a runner started in it ahead of its episode
         self._exported = False
+        self._phase_images: list[str] = []  # committed for a verifier on another network
 
     @property
     def workdir(self) -> str:
@@ -202,7 +223,11 @@ class ContainerSandbox:
             self._export()
         except ExportLimit as exc:
             too_big = exc
-        fresh = verify_mode(self.task) == "fresh"
+        mode = verify_mode(self.task)
+        if mode == "separate":  # what the agent published, for a verifier of its own
+            with contextlib.suppress(Exception):
+                collect_artifacts(self.container, self.task, self.episode_dir)
+        fresh = mode in ("fresh", "separate")
         with contextlib.suppress(Exception):
             if fresh:  # verified elsewhere: nothing here counts
                 self.container.remove(force=True)
@@ -237,7 +262,39 @@ class ContainerSandbox:
     def _ensure_running(self) -> None:
         self.container.reload()
         if self.container.status != "running":
-            self.container.start()
+            self.container.start()  # the image's ENTRYPOINT runs again: its services come back
+            run_healthcheck(self.container, self.task)
+
+    def _for_verification(self) -> None:
+        """This container on the network the task gives its verifier: when that is not the agent's,
+        its files are committed to an image and the tests run in a new container of it (the
+        agent's processes end either way: a stopped container restarts), removed at close."""
+        want = self.runtime.network_for(self.task, "verifier")
+        self.container.reload()
+        if _network_mode(self.container) == want:
+            self._ensure_running()
+            return
+        with contextlib.suppress(Exception):
+            self.container.stop(timeout=0)
+        image = self.container.commit(repository=PHASE_IMAGE, tag=uuid.uuid4().hex[:12])
+        try:
+            new = self.runtime._create(
+                self.task,
+                verifier_name(self.runtime._run),
+                VERIFIER,
+                None,
+                fit=False,
+                phase="verifier",
+                image=image.id,
+            )
+        except Exception:
+            with contextlib.suppress(Exception):
+                self.runtime.client.images.remove(image.id, force=True)
+            raise
+        old, self.container = self.container, new
+        self._phase_images.append(str(image.id))
+        with contextlib.suppress(Exception):
+            old.remove(force=True)
 
     def run_solution(self) -> tuple[bool, str]:
         """The reference solution as Harbor's oracle runs it: solution/ copied to /solution, then
@@ -254,7 +311,7 @@ class ContainerSandbox:
             SOLUTION_DIR,
             task.solution.name,
             timeout,
-            {**(task.container.env if task.container else {}), **task.solution_env},
+            {**container_env(task), **resolve_env(task.solution_env)},
         )
         tail = output.decode(errors="replace")[-2000:] if output else ""
         if code in (124, 137):
@@ -289,11 +346,16 @@ class ContainerSandbox:
     def verify(self) -> VerifyResult:
         """The task's tests: in a fresh container with this one's final files (a native or
         SWE-bench task: this one is removed first), or in this container (Harbor's shared mode)."""
-        if verify_mode(self.task) == "fresh":
+        mode = verify_mode(self.task)
+        if mode in ("fresh", "separate"):
             if not self._exported:  # tasks verify: the reference solution ran here
                 self._export()
+                if mode == "separate":
+                    collect_artifacts(self.container, self.task, self.episode_dir)
             with contextlib.suppress(Exception):
                 self.container.remove(force=True)
+            if mode == "separate":
+                return verify_separate(self.runtime, self.task, self.episode_dir)
             return verify_fresh(self.runtime, self.task, self._final, self.episode_dir)
         return self._verify_shared()
 
@@ -302,11 +364,11 @@ class ContainerSandbox:
         task = self.task
         start = time.monotonic()
         timeout = task.limits.verify_timeout_s
-        self._ensure_running()
+        self._for_verification()
         tests = TESTS_DIR
         env = {
-            **(task.container.env if task.container else {}),
-            **task.verifier_env,
+            **container_env(task),
+            **resolve_env(task.verifier_env),
             "WORKSPACE": self.workdir,
             "PYTHON": "python3",
             "TESTS_DIR": tests,
@@ -339,13 +401,26 @@ class ContainerSandbox:
             seconds=time.monotonic() - start,
             output_tail=tail[-2000:],
             output=tail,
+            network=_network_mode(self.container),
         )
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.container.remove(force=True)
+        for image in self._phase_images:
+            with contextlib.suppress(Exception):
+                self.runtime.client.images.remove(image, force=True)
         if self.channel is not None:
             shutil.rmtree(self.channel, ignore_errors=True)
+
+
+PHASE_IMAGE = "localhost/harness-phase"  # an agent's container committed for its verifier's network
+
+
+def _network_mode(container: "Container") -> str:
+    """The container's network mode as the engine reports it (``none``, ``bridge``)."""
+    mode = str((container.attrs.get("HostConfig") or {}).get("NetworkMode") or "none")
+    return "bridge" if mode == "default" else mode
 
 
 _IPC_STALE_S = 3600.0  # a tool server's directory without a container this long is no run's
@@ -378,8 +453,15 @@ class ContainerRuntime:
         limits: ContainerLimits | None = None,
         image_map: dict[str, str] | None = None,
         exports: ExportLimits | None = None,
+        *,
+        force_build: bool = False,
+        network: NetworkChoice = "task",
     ) -> None:
         self.client = client
+        self.force_build = force_build
+        self.network: NetworkChoice = network
+        self._refused: dict[str, TaskRefusedAtRun] = {}
+        self._verifier_images: dict[str, str | TaskImageError] = {}
         self.limits = limits or ContainerLimits()
         self.image_map = image_map or {}
         self.exports = exports or ExportLimits()
@@ -411,7 +493,29 @@ class ContainerRuntime:
             highlight=False,
         )
         self.remove_orphans(keep)
-        self._task_images = resolve_task_images(self.client, tasks, self.image_map)
+        for task in tasks:
+            try:
+                for phase in ("agent", "verifier"):
+                    phase_network(task, phase, self.network)  # type: ignore[arg-type]
+            except TaskRefusedAtRun as exc:
+                self._refused[task.id] = exc
+                console.print(
+                    f"  [red]refused[/] (its episodes will error): {escape(str(exc))}", highlight=False
+                )
+            if note := denied(task, self.network):
+                console.print(f"[yellow]note[/]: {escape(note)}", highlight=False)
+        if sized := [t.id for t in tasks if t.harbor is not None and t.harbor.storage_mb]:
+            console.print(
+                f"[yellow]note[/]: \\[environment] storage_mb of {len(sized)} task(s) is not enforced: the engine's "
+                "overlay storage has no per-container quota (Harbor's docker environment does not enforce it either)",
+                highlight=False,
+            )
+        self._task_images = resolve_task_images(
+            self.client, tasks, self.image_map, force_build=self.force_build
+        )
+        separate = [v for t in tasks if (v := verifier_task(t)) is not None]
+        built = resolve_task_images(self.client, separate, self.image_map, force_build=self.force_build)
+        self._verifier_images = {task_id.removesuffix(VERIFIER_SUFFIX): ref for task_id, ref in built.items()}
         for task_id, ref in self._task_images.items():
             if isinstance(ref, str):
                 try:
@@ -419,13 +523,46 @@ class ContainerRuntime:
                 except Exception as exc:  # that task's error, not the run's
                     self._task_images[task_id] = TaskImageError(f"{ref}: {type(exc).__name__}: {exc}")
 
+    def verifier_image(self, task: Task) -> tuple[str, bool]:
+        """A separate verifier's image, and whether it holds its tests (built from tests/)."""
+        if (refused := self._refused.get(task.id)) is not None:
+            raise refused
+        vtask = verifier_task(task)
+        if vtask is None:  # a fresh container of the task's own image
+            return self.image(task), False
+        ref = self._verifier_images.get(task.id)
+        if ref is None:
+            ref = self._verifier_images[task.id] = build_task_image(
+                self.client, vtask, self.image_map, force_build=self.force_build
+            )
+        if isinstance(ref, TaskImageError):
+            raise ref
+        return ref, vtask.image is not None and vtask.image.ref is None
+
+    def verifier_env(self, task: Task) -> dict[str, str]:
+        """A separate verifier's environment: its environment's env, then ``[verifier] env``."""
+        spec = task.harbor
+        own = resolve_env(spec.verifier_env) if spec is not None else container_env(task)
+        return {**own, **resolve_env(task.verifier_env)}
+
+    def image_workdir(self, ref: str) -> str:
+        return image_workdir(self.client, ref)
+
+    def network_for(self, task: Task, phase: Phase) -> str:
+        """The network mode of the task's container in ``phase`` (task_env.py)."""
+        return phase_network(task, phase, self.network)
+
     def image(self, task: Task) -> str:
         """The task's image: its own (TaskImageError when that failed), else the sandbox image."""
+        if (refused := self._refused.get(task.id)) is not None:
+            raise refused
         if task.image is None:
             return self._image
         ref = self._task_images.get(task.id)
         if ref is None:  # a task prepare() did not see
-            ref = self._task_images[task.id] = build_task_image(self.client, task, self.image_map)
+            ref = self._task_images[task.id] = build_task_image(
+                self.client, task, self.image_map, force_build=self.force_build
+            )
             self._workdirs[task.id] = image_workdir(self.client, ref)
         if isinstance(ref, TaskImageError):
             raise ref
@@ -443,6 +580,8 @@ class ContainerRuntime:
         )
 
     def workdir(self, task: Task) -> str:
+        if task.harbor is not None and task.harbor.workdir:  # [environment] workdir over the image's
+            return task.harbor.workdir
         if task.image is not None:
             return self._workdirs.get(task.id, "/")
         return task.container.workdir if task.container else DEFAULT_WORKDIR
@@ -504,14 +643,26 @@ class ContainerRuntime:
             return None
 
     def _create(
-        self, task: Task, name: str, key: str, ipc_dir: Path | None, *, fit: bool = True
+        self,
+        task: Task,
+        name: str,
+        key: str,
+        ipc_dir: Path | None,
+        *,
+        fit: bool = True,
+        phase: Phase = "agent",
+        image: str | None = None,
+        env: dict[str, str] | None = None,
     ) -> "Container":
-        image = self.image(task)
+        """A started container of the task's image (``image``: another one) for ``phase``: its
+        network, the task's environment, limits; the image's ENTRYPOINT runs (with Harbor's
+        ``sh -c "sleep infinity"`` as its command) and the task's healthcheck passes first."""
+        image = image or self.image(task)
         limits = self.limits_for(task)
         memory = f"{int(limits.memory_gib * 1024)}m"
         container = self.client.containers.create(
             image,
-            command=["sleep", "infinity"],
+            command=["sh", "-c", "sleep infinity"] if task.image is not None else ["sleep", "infinity"],
             name=name,
             labels={
                 LABEL: key,
@@ -521,8 +672,8 @@ class ContainerRuntime:
             },
             working_dir="/",
             user="0",
-            environment=task.container.env if task.container else {},
-            network_mode="none",
+            environment=container_env(task) if env is None else env,
+            network_mode=self.network_for(task, phase),
             mem_limit=memory,
             memswap_limit=memory,
             nano_cpus=int(limits.cpus * 1e9),
@@ -534,6 +685,8 @@ class ContainerRuntime:
             container.start()
             if fit:
                 self._fit(container, task)
+            if phase == "agent" or verify_mode(task) == "shared":
+                run_healthcheck(container, task)
         except Exception:
             container.remove(force=True)
             raise
@@ -564,11 +717,11 @@ class ContainerRuntime:
             image = self.image(task)
         except Exception:
             return None
-        env = tuple(sorted((task.container.env if task.container else {}).items()))
-        return (image, env, self.limits_for(task))
+        env = tuple(sorted(container_env(task).items()))
+        return (image, env, self.limits_for(task), self.network_for(task, "verifier"))
 
     def _make_verifier(self, task: Task) -> "Container":
-        return self._create(task, verifier_name(self._run), VERIFIER, None, fit=False)
+        return self._create(task, verifier_name(self._run), VERIFIER, None, fit=False, phase="verifier")
 
     @staticmethod
     def _drop_verifier(container: "Container") -> None:
@@ -618,8 +771,9 @@ class ContainerRuntime:
             image = self.image(task)
         except Exception:  # its image failed: the episode meets the error when it opens
             return None
-        env = tuple(sorted((task.container.env if task.container else {}).items()))
-        return (image, self.workdir(task), env, self.limits_for(task), prep.key if prep else None)
+        env = tuple(sorted(container_env(task).items()))
+        network = self.network_for(task, "agent")
+        return (image, self.workdir(task), env, self.limits_for(task), network, prep.key if prep else None)
 
     def _make_warm(self, episode: tuple[Task, SandboxPrep | None]) -> ContainerSandbox:
         """A sandbox for an episode still to come (its directory is set when one takes it), with
@@ -706,14 +860,16 @@ class ContainerRuntime:
         fresh container at verify()), else the rollout's container, stopped (Harbor's shared mode),
         or one rebuilt from the image and the exported files when that is gone."""
         old = self._find(key)
-        if verify_mode(task) == "fresh":
+        if verify_mode(task) in ("fresh", "separate"):
             if old is not None:  # the rollout's container, left by a killed run: nothing in it counts
                 with contextlib.suppress(Exception):
                     old.remove(force=True)
                 shutil.rmtree(IPC_ROOT / ((old.labels or {}).get(LABEL_IPC) or old.name), ignore_errors=True)
             return ExportedSandbox(self, task, episode_dir)
         if old is None:  # verification without the rollout's container runs as root: no fitting
-            container = self._create(task, container_name(self._run, key), key, None, fit=False)
+            container = self._create(
+                task, container_name(self._run, key), key, None, fit=False, phase="verifier"
+            )
             put_dir(container, episode_dir / "workspace", self.workdir(task), owner=(1000, 1000), make=True)
             return ContainerSandbox(self, task, container, episode_dir, None)
         # The rollout's container, stopped; the directory it mounts must be there to start it.
@@ -734,4 +890,11 @@ def make_runtime(config: SandboxConfig) -> ContainerRuntime:
     from harness.runtime.task_images import parse_image_map
 
     mapping = parse_image_map(config.image_map)  # a malformed entry fails before any engine work
-    return ContainerRuntime(docker_client(), config.limits, mapping, config.exports)
+    return ContainerRuntime(
+        docker_client(),
+        config.limits,
+        mapping,
+        config.exports,
+        force_build=config.force_build,
+        network=config.network,
+    )

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.runtime.container_files import export_dir, extract_tar, stage_name, tar_tree
+from harness.runtime.task_env import container_env
 from harness.tasks import Task, VerifyResult
 from harness.tasks.fresh import (
     CONTAINER_GUARD_DIR,
@@ -32,6 +33,7 @@ from harness.tasks.fresh import (
     write_guard,
 )
 from harness.tasks.harbor import LOGS_DIR, TESTS_DIR, read_reward
+from harness.tasks.harbor_config import resolve_env
 from harness.tasks.swebench_grading import grade_logs
 from harness.tasks.verify import score_tests
 
@@ -114,7 +116,10 @@ def verify_fresh(runtime: "ContainerRuntime", task: Task, workspace: Path, episo
             if not extract_tar(logs, got):  # no tar in the image, or too much: the engine's copy
                 with contextlib.suppress(Exception):
                     export_dir(container, f"{LOGS_DIR}/verifier", got)
-            return _result(task, code, timed_out, output, got, episode_dir, timeout, start)
+            result = _result(task, code, timed_out, output, got, episode_dir, timeout, start)
+            container.reload()
+            network = str((container.attrs.get("HostConfig") or {}).get("NetworkMode") or "none")
+            return result.model_copy(update={"network": network})
     finally:
         runtime.verifying(container, False)
         runtime.remove_later(container)
@@ -142,7 +147,7 @@ def _run_native(
     if not container.put_archive("/", data):
         raise RuntimeError(f"could not copy the workspace and tests into {container.name}")
     env = {
-        **task.verifier_env,
+        **resolve_env(task.verifier_env),
         "WORKSPACE": "/" + workdir,
         "PYTHON": f"{CONTAINER_GUARD_DIR}/bin/python",
         "TESTS_DIR": TESTS_DIR,
@@ -171,8 +176,8 @@ def _run_as_root(
     if not container.put_archive("/", data):
         raise RuntimeError(f"could not copy the workspace and tests into {container.name}")
     env = {
-        **(task.container.env if task.container else {}),
-        **task.verifier_env,
+        **container_env(task),
+        **resolve_env(task.verifier_env),
         "WORKSPACE": runtime.workdir(task),
         "PYTHON": "python3",
         "TESTS_DIR": TESTS_DIR,
@@ -234,6 +239,10 @@ class ExportedSandbox:
         self.runtime, self.task, self._episode_dir = runtime, task, episode_dir
 
     def verify(self) -> VerifyResult:
+        if self.task.harbor is not None and self.task.harbor.verifier_mode == "separate":
+            from harness.runtime.separate_verify import verify_separate
+
+            return verify_separate(self.runtime, self.task, self._episode_dir)
         return verify_fresh(self.runtime, self.task, self._episode_dir / "workspace", self._episode_dir)
 
     def close(self) -> None:

@@ -37,7 +37,7 @@ from typing import BinaryIO, Literal
 from harness.tasks.loader import Task
 from harness.tasks.swebench import SPEC_FILE
 
-VerifyMode = Literal["fresh", "shared"]
+VerifyMode = Literal["fresh", "shared", "separate"]
 GUARD_SOURCE = Path(__file__).with_name("guard.py")
 GUARD_PREFIX = "[harness-guard]"
 CONTAINER_GUARD_DIR = "/opt/harness-verify"
@@ -56,9 +56,12 @@ def is_swebench(task: Task) -> bool:
 
 
 def verify_mode(task: Task) -> VerifyMode:
-    """``fresh`` for native and SWE-bench tasks, ``shared`` for Harbor tasks (module docstring)."""
+    """``fresh`` for native and SWE-bench tasks, ``shared`` for Harbor tasks (module docstring),
+    ``separate`` for a Harbor task whose verifier has an environment of its own."""
     if FORCED_MODE is not None:
         return FORCED_MODE
+    if task.harbor is not None and task.harbor.verifier_mode == "separate":
+        return "separate"  # Harbor's separate verifier (runtime/separate_verify.py)
     if task.image is None and task.container is None:
         return "fresh"
     return "fresh" if is_swebench(task) else "shared"

@@ -24,7 +24,9 @@ from harness.errors import HarnessError
 from harness.paths import absolute, repo_root
 from harness.progress import console
 from harness.tasks.harbor import ContainerLayout, UnsupportedTask, localize, parse_dockerfile
+from harness.tasks.harbor_config import HarborSpec, harbor_spec, read_spec
 from harness.tasks.identifiers import check_image_reference, check_path_component
+from harness.tasks.swebench_dataset import dataset_jsonl, hub_dataset, parquet_jsonl
 
 
 class TaskLimits(BaseModel):
@@ -92,6 +94,7 @@ class Task(BaseModel):
     image: TaskImage | None = None  # a Harbor task in a container runtime: its own image
     verifier_env: dict[str, str] = {}
     solution_env: dict[str, str] = {}
+    harbor: HarborSpec | None = None  # a Harbor-format task.toml, as Harbor's models read it
 
     @property
     def workspace_dir(self) -> Path:
@@ -177,6 +180,9 @@ def _load_task(path: Path, suite: str, *, images: bool, task_id: str | None) -> 
     if "verifier" in meta and isinstance(meta["verifier"], dict) and "timeout_sec" in meta["verifier"]:
         limits.setdefault("verify_timeout_s", meta["verifier"]["timeout_sec"])
     limits.update(_environment_limits(toml, meta.get("environment")))
+    spec = harbor_spec(path, read_spec(toml, meta)) if _harbor_format(path, meta) else None
+    if spec is not None and not images:
+        _local_refusals(path, spec)
     try:
         parsed_limits = TaskLimits.model_validate(limits)
     except ValidationError as exc:
@@ -195,7 +201,32 @@ def _load_task(path: Path, suite: str, *, images: bool, task_id: str | None) -> 
         image=image,
         verifier_env=_section_env(meta, "verifier"),
         solution_env=_section_env(meta, "solution"),
+        harbor=spec,
     )
+
+
+def _harbor_format(path: Path, meta: dict[str, Any]) -> bool:
+    """Whether task.toml is Harbor's (read with Harbor's models) rather than the harness's own
+    (``[limits]``, a free-form ``[task]`` table) or a generated SWE-bench instance's."""
+    if not (path / "task.toml").is_file() or "limits" in meta:
+        return False
+    if (path / "tests" / "swebench.json").is_file():
+        return False
+    table = meta.get("task")
+    return not (isinstance(table, dict) and "name" not in table)  # Harbor's [task] names a package
+
+
+def _local_refusals(path: Path, spec: HarborSpec) -> None:
+    """What of a Harbor task needs its container (under --runtime local, a reason to skip it)."""
+    toml = path / "task.toml"
+    if spec.healthcheck is not None:
+        raise UnsupportedTask(f"{toml}: [environment.healthcheck] runs in the task's container")
+    if spec.verifier_mode == "separate":
+        raise UnsupportedTask(f'{toml}: [verifier] environment_mode = "separate" needs a verifier container')
+    if spec.workdir is not None:
+        raise UnsupportedTask(
+            f"{toml}: [environment] workdir {spec.workdir} is a path in the task's container"
+        )
 
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)I?B?\s*$", re.IGNORECASE)
@@ -335,18 +366,25 @@ def _ids(root: Path, dirs: list[Path]) -> list[str]:
     return [d.name if names.count(d.name) == 1 else "-".join(d.relative_to(root).parts) for d in dirs]
 
 
-def load_suite(suite_or_path: str, *, images: bool = False) -> Suite:
-    """The tasks of a built-in suite, a directory of tasks (nested too), a single task directory
-    or a SWE-bench .jsonl, and the task directories of a directory that could not be loaded.
+def load_suite(suite_or_path: str, *, images: bool = False, swebench_images: str = "swebench") -> Suite:
+    """The tasks of a built-in suite, a directory of tasks (nested too), a single task directory,
+    a SWE-bench .jsonl or .parquet of instances, or a SWE-bench dataset (``swe-bench-verified``,
+    ``swe-bench-lite``, ``hf:OWNER/NAME``: swebench_dataset.py), and the task directories of a
+    directory that could not be loaded. ``swebench_images``: the namespace of the official
+    SWE-bench instance images, or ``local`` to build them here (swebench.py).
 
     A single task directory that cannot be loaded raises; in a directory it is skipped with its
     reason (``Skipped.needs_image``: a Harbor task that needs its image and ``images`` is off).
     """
     path = absolute(suite_or_path)  # "." names its directory (the task id of a single task)
+    if not path.exists() and hub_dataset(suite_or_path) is not None:
+        path = dataset_jsonl(suite_or_path)
+    elif path.is_file() and path.suffix == ".parquet":
+        path = parquet_jsonl(path)
     if path.is_file() and path.suffix == ".jsonl":
         from harness.tasks.swebench import load_swebench
 
-        generated, failed = load_swebench(path)
+        generated, failed = load_swebench(path, swebench_images)
         instances: list[Task] = []
         rows_skipped = [Skipped(id=label, path=path, reason=reason) for label, reason in failed]
         for d in sorted(p for p in generated.iterdir() if p.is_dir() and not p.name.endswith(".tmp")):
@@ -433,8 +471,14 @@ def select_tasks(
     return suite.tasks
 
 
-def load_tasks(suite_or_path: str, *, skip_unsupported: bool = False, images: bool = False) -> list[Task]:
+def load_tasks(
+    suite_or_path: str,
+    *,
+    skip_unsupported: bool = False,
+    images: bool = False,
+    swebench_images: str = "swebench",
+) -> list[Task]:
     """All tasks of a built-in suite, a directory of tasks, or a single task directory
     (``load_suite`` then ``select_tasks``: unreadable ones listed, image tasks as ``images`` says)."""
-    suite = load_suite(suite_or_path, images=images)
+    suite = load_suite(suite_or_path, images=images, swebench_images=swebench_images)
     return select_tasks(suite, suite_or_path, skip_unsupported=skip_unsupported, images=images)

@@ -118,6 +118,12 @@ class _OpenSandboxes:
         return len(boxes)
 
 
+def _default_sandbox() -> "SandboxConfig":
+    from harness.runtime.base import SandboxConfig
+
+    return SandboxConfig()
+
+
 class _StopRequested(Exception):
     """The run is stopping: this check ends without a verdict."""
 
@@ -216,7 +222,11 @@ def verify_suite(
     from harness.runtime.select import make_runtime
 
     rt = make_runtime(runtime, sandbox)
-    suite = load_suite(suite_or_path, images=rt.name == "docker")
+    suite = load_suite(
+        suite_or_path,
+        images=rt.name == "docker",
+        swebench_images=(sandbox or _default_sandbox()).swebench_images,
+    )
     suite = narrow(suite, task, limit, where=suite_or_path)
     tasks = select_tasks(suite, suite_or_path, skip_unsupported=skip_unsupported, images=rt.name == "docker")
     start = time.monotonic()

@@ -1,8 +1,18 @@
 """SWE-bench instances (JSONL rows) as container tasks, set up and graded as the official
 ``swebench`` package (4.1.0, the ``swebench`` extra) sets them up and grades them.
 
-Each instance becomes a generated task directory (cached under the harness cache, by the
-file's content and this recipe):
+By default each instance runs in its official prebuilt image, as the official harness and its
+peers run it: ``NAMESPACE/sweb.eval.<arch>.<instance id>:latest`` as swebench's
+``TestSpec.instance_image_key`` names it (NAMESPACE ``swebench``, Docker Hub; ``__`` in the id
+written ``_1776_``), pulled when the engine lacks it (``--swebench-images REGISTRY/NAMESPACE`` for
+a mirror). It already holds the repository at ``base_commit`` in ``/testbed`` and the spec's conda
+environment ``testbed``: the generated task names the image as its ``docker_image`` and carries
+swebench's eval script unchanged (conda activation included). No repository is cloned here.
+
+With ``--swebench-images local`` (air-gapped machines, no mirror) each instance is built here
+instead, from a generated task directory (cached under the harness cache, by the file's content
+and this recipe), with the limits the README states (the sandbox image's Python instead of the
+spec's, pip instead of conda, a local clone of each repository):
 
 - ``environment/Dockerfile`` + ``environment/repo``: the repository at ``base_commit`` (a
   one-commit shallow fetch from a local checkout at ``$HARNESS_SWEBENCH_REPOS/<owner>__<name>`` or
@@ -26,6 +36,7 @@ Predictions for the official harness: `harness export-preds`.
 import hashlib
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -42,7 +53,10 @@ SWEBENCH_PIN = (
 REPO_DIR = "/testbed"
 ENV_DIR = "/opt/swebench-env"
 SPEC_FILE = "swebench.json"  # tests/: what grading needs (repo, version, FAIL_TO_PASS, PASS_TO_PASS)
-_RECIPE = "4"  # bump when the generated files change
+_RECIPE = "5"  # bump when the generated files change
+LOCAL = "local"  # --swebench-images local: build each instance here from the sandbox image
+DEFAULT_NAMESPACE = "swebench"  # Docker Hub's, as the official harness pulls them
+_ARCH = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}
 _ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")  # it names a directory and an image
 _REQUIRED = ("instance_id", "repo", "base_commit", "problem_statement", "version")
 _CONDA_LINES = ("source /opt/miniconda3/bin/activate", "conda activate ")
@@ -69,7 +83,7 @@ def tests_list(value: Any) -> list[str]:
     return [str(v) for v in value or []]
 
 
-def _spec(inst: dict[str, Any], where: str) -> dict[str, Any]:
+def _spec(inst: dict[str, Any], where: str, *, conda: bool = False) -> dict[str, Any]:
     specs = swebench_specs()
     repo, version = inst["repo"], str(inst["version"])
     if repo not in specs:
@@ -79,10 +93,10 @@ def _spec(inst: dict[str, Any], where: str) -> dict[str, Any]:
             f"{where}: swebench has no spec for {repo} version {version} (known: {', '.join(sorted(specs[repo]))})"
         )
     spec = dict(specs[repo][version])
-    if spec.get("packages") == "environment.yml":
+    if spec.get("packages") == "environment.yml" and not conda:  # an official image has it set up
         raise HarnessError(
             f"{where}: {repo} {version} is set up from a conda environment.yml, which needs conda; "
-            "only pip-installable specs run here"
+            "only pip-installable specs are built here (the official images have it: drop --swebench-images local)"
         )
     return spec
 
@@ -218,23 +232,62 @@ def _build_ca() -> bytes:
     return found.read_bytes() if found else b""
 
 
-def _write_task(inst: dict[str, Any], jsonl: Path, dest: Path, base_image: str, where: str) -> None:
-    spec = _spec(inst, where)
-    checkout = _repo_checkout(jsonl, inst["repo"])
+def official_image(inst: dict[str, Any], namespace: str) -> str:
+    """The instance's official image as swebench names it (``TestSpec.instance_image_key``)."""
+    from swebench.harness.test_spec.test_spec import TestSpec
+
+    spec = TestSpec(
+        instance_id=inst["instance_id"],
+        repo=inst["repo"],
+        version=str(inst["version"]),
+        repo_script_list=[],
+        eval_script_list=[],
+        env_script_list=[],
+        arch=_ARCH.get(platform.machine(), "x86_64"),
+        FAIL_TO_PASS=[],
+        PASS_TO_PASS=[],
+        language="py",
+        docker_specs={},
+        namespace=namespace,
+    )
+    return str(spec.instance_image_key)
+
+
+def _official_eval_script(inst: dict[str, Any], spec: dict[str, Any]) -> str:
+    from swebench.harness.test_spec.python import make_eval_script_list_py
+
+    steps = make_eval_script_list_py(
+        inst, spec, "testbed", REPO_DIR, inst["base_commit"], inst.get("test_patch") or ""
+    )
+    return "\n".join(["#!/bin/bash", "set -uxo pipefail", *steps]) + "\n"  # TestSpec.eval_script
+
+
+def _write_task(
+    inst: dict[str, Any], jsonl: Path, dest: Path, base_image: str, where: str, namespace: str = LOCAL
+) -> None:
+    spec = _spec(inst, where, conda=namespace != LOCAL)
     work = dest.with_name(dest.name + ".tmp")
     if work.exists():
         shutil.rmtree(work)
-    env = work / "environment"
-    _snapshot(checkout, inst["base_commit"], env / "repo")
-    has_reqs = spec.get("packages") == "requirements.txt"
-    if has_reqs:
-        (env / "requirements.txt").write_text(_requirements(checkout, inst))
-    (env / "build-ca.pem").write_bytes(_build_ca())
-    (env / "Dockerfile").write_text(_dockerfile(inst, spec, base_image, has_reqs))
+    work.mkdir(parents=True)
+    image = ""
+    if namespace == LOCAL:
+        checkout = _repo_checkout(jsonl, inst["repo"])
+        env = work / "environment"
+        _snapshot(checkout, inst["base_commit"], env / "repo")
+        has_reqs = spec.get("packages") == "requirements.txt"
+        if has_reqs:
+            (env / "requirements.txt").write_text(_requirements(checkout, inst))
+        (env / "build-ca.pem").write_bytes(_build_ca())
+        (env / "Dockerfile").write_text(_dockerfile(inst, spec, base_image, has_reqs))
+    else:
+        image = official_image(inst, namespace)
     (work / "instruction.md").write_text(inst["problem_statement"])
     tests = work / "tests"
     tests.mkdir()
-    (tests / "eval.sh").write_text(_eval_script(inst, spec))
+    (tests / "eval.sh").write_text(
+        _eval_script(inst, spec) if not image else _official_eval_script(inst, spec)
+    )
     (tests / "test.sh").write_text(_TEST_SH)
     grading = {
         "instance_id": inst["instance_id"],
@@ -256,7 +309,7 @@ def _write_task(inst: dict[str, Any], jsonl: Path, dest: Path, base_image: str, 
         f"base_commit = {json.dumps(inst['base_commit'])}\n\n"
         "[agent]\ntimeout_sec = 1800.0\n\n"
         "[verifier]\ntimeout_sec = 1800.0\n\n"  # SWE-bench's own per-instance limit
-        "[environment]\nmemory_mb = 4096\n"
+        "[environment]\nmemory_mb = 4096\n" + (f"docker_image = {json.dumps(image)}\n" if image else "")
     )
     if dest.exists():
         shutil.rmtree(dest)
@@ -303,29 +356,36 @@ def _read(jsonl: Path) -> tuple[list[tuple[str, dict[str, Any]]], list[tuple[str
     return rows, bad
 
 
-def load_swebench(jsonl: Path) -> tuple[Path, list[tuple[str, str]]]:
+def load_swebench(jsonl: Path, images: str = DEFAULT_NAMESPACE) -> tuple[Path, list[tuple[str, str]]]:
     """Generate the task directories for an instance file; return their parent (one link per
     instance) and the rows that could not be made, as (row label, reason): a bad row is that
     instance's error, never the file's. Each instance's directory is cached by its row's content
-    (and this recipe and the sandbox image), whatever file it came in: the same instance in
-    another file reuses its directory, and so its built image."""
+    (and this recipe, the image namespace and the sandbox image), whatever file it came in: the
+    same instance in another file reuses its directory, and so its built image. ``images``: the
+    namespace of the official instance images, or LOCAL to build them here."""
     from harness.runtime.images import sandbox_image_ref
 
     instances, failed = _read(jsonl)
     swebench_specs()
     base_image = sandbox_image_ref()  # the agent's tools come with it
     cache = cache_dir() / "swebench"
-    root = cache / "suites" / f"{jsonl.stem}-{hashlib.sha256(jsonl.read_bytes()).hexdigest()[:12]}"
+    digest = hashlib.sha256(jsonl.read_bytes() + images.encode()).hexdigest()[:12]
+    root = cache / "suites" / f"{jsonl.stem}-{digest}"
     root.mkdir(parents=True, exist_ok=True)
     for where, inst in instances:
         mirror = "".join(f"{k}={v}" for k in _PIP_INDEX_ENV if (v := os.environ.get(k)))
-        row = json.dumps(inst, sort_keys=True) + _RECIPE + base_image + mirror
+        row = (
+            json.dumps(inst, sort_keys=True)
+            + _RECIPE
+            + images
+            + (base_image + mirror if images == LOCAL else "")
+        )
         dest = cache / "instances" / f"{inst['instance_id']}-{hashlib.sha256(row.encode()).hexdigest()[:12]}"
         link = root / str(inst["instance_id"])
         if not (dest / "instruction.md").is_file():
             dest.parent.mkdir(parents=True, exist_ok=True)
             try:
-                _write_task(inst, jsonl, dest, base_image, where)
+                _write_task(inst, jsonl, dest, base_image, where, images)
             except HarnessError as exc:  # no spec, no checkout, no such commit: this row's error
                 failed.append((str(inst["instance_id"]), str(exc)))
                 link.unlink(missing_ok=True)

@@ -43,6 +43,7 @@ class VerifyResult(BaseModel):
     note: str | None = None  # why the tests did not run on the workspace as the agent left it
     tampering: str | None = None  # what the harness caught the tested code doing (reward 0)
     mode: VerifyMode = "shared"  # where the tests ran (fresh.py)
+    network: str | None = None  # the network mode of the tests' container as the engine reports it
     # The tests' whole output (capped, fresh.OUTPUT_CAP): kept as the episode's verifier.log.
     output: str = Field("", exclude=True, repr=False)
 
