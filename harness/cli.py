@@ -1,6 +1,7 @@
 """Command line: parse flags, call the public functions, print. No logic lives here."""
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -272,6 +273,91 @@ def cmd_serve(args: argparse.Namespace) -> int:
         f"vLLM server stopped: {reason} (up {server.up_seconds:.0f} s, busy {server.busy_seconds:.0f} s)"
     )
     return 0 if not reason.startswith("crashed") else 1
+
+
+# ---- harness proxy ---------------------------------------------------------------------------
+def cmd_proxy(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from harness.proxy.standalone import StandaloneConfig, StandaloneProxy, read_key
+    from harness.server import ServerConfig, build_config
+    from harness.server.endpoint import ExternalEndpoint, ManagedEndpoint
+
+    if (args.upstream is None) == (args.model is None):
+        raise HarnessError(
+            "harness proxy: give --upstream URL (a server that is running) or --model CKPT (a vLLM "
+            "server started on demand), one of the two"
+        )
+    run_dir = args.run_dir or _default_run_dir("proxy")
+    values = {k: v for k, v in model_values(args, StandaloneConfig).items() if v is not None}
+    managed: ManagedEndpoint | None = None
+    if args.upstream is not None:
+        endpoint: Any = ExternalEndpoint(args.upstream, read_key(args.api_key_env), args.upstream_model or "")
+        where, label = endpoint.openai_url, args.upstream_model
+    else:
+        managed = endpoint = ManagedEndpoint(build_config(**model_values(args, ServerConfig)), run_dir)
+        where, label = f"vLLM for {managed.path} (started on the first request)", managed.name
+        values["upstream_model"] = args.upstream_model or managed.name
+    try:
+        config = StandaloneConfig(**{**values, "run_dir": run_dir})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise HarnessError(f"--{str(err['loc'][0]).replace('_', '-')}: {err['msg']}") from None
+
+    def event(text: str) -> None:
+        out.print(f"{time.strftime('%H:%M:%S')} {escape(text)}", highlight=False)
+        sys.stdout.flush()
+
+    proxy = StandaloneProxy(
+        config,
+        endpoint,
+        label=label,
+        running=managed.server.is_running if managed is not None else None,
+        on_event=event,
+    )
+    try:
+        with proxy:
+            url = proxy.url
+            out.print(f"[bold]harness proxy[/] on {url} -> {escape(where)}", highlight=False)
+            out.print(f"  base URL : {url}/ep/<episode>/v1", highlight=False)
+            out.print(f"  API key  : {proxy.api_key}", highlight=False)
+            out.print(
+                f"  use it   : OPENAI_BASE_URL={url}/ep/<episode>/v1 OPENAI_API_KEY=<key>; Anthropic "
+                f"Messages: ANTHROPIC_BASE_URL={url}/ep/<episode> ANTHROPIC_API_KEY=<key>",
+                highlight=False,
+            )
+            out.print(
+                f"  episodes : one per <episode> name; {url}/v1 with the header X-Harness-Episode: <name>, "
+                f"or plain {url}/v1: one per conversation. An episode ends after "
+                f"{config.episode_idle:g} s without a request, or when the proxy stops",
+                highlight=False,
+            )
+            out.print(f"  run dir  : {escape(config.run_dir)}", highlight=False)
+            out.print(
+                "  loops    : "
+                + (
+                    "stopped (the episode's next request gets HTTP 404 naming the loop)"
+                    if config.stop_loops
+                    else "recorded, not stopped (--stop-loops stops them)"
+                ),
+                highlight=False,
+            )
+            out.print("Ctrl-C stops it", highlight=False)
+            sys.stdout.flush()
+            with contextlib.suppress(KeyboardInterrupt, SystemExit):
+                while True:
+                    time.sleep(3600)
+    finally:
+        if managed is not None:
+            managed.release()
+    recorded = proxy.recorded
+    loops = sum(1 for r in recorded if r.loop is not None)
+    out.print(
+        f"harness proxy stopped: {len(recorded)} episode(s) recorded in {escape(config.run_dir)}, "
+        f"{loops} with a loop; read them with harness loops / show / report {escape(config.run_dir)}",
+        highlight=False,
+    )
+    return 0
 
 
 # ---- harness check ---------------------------------------------------------------------------
@@ -715,6 +801,27 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     serve.add_argument("--run-dir", type=Path, help="where server.log goes [default: results/serve-<time>]")
     serve.add_argument("--probe", action="store_true", help="send one tool-calling request once ready")
     serve.set_defaults(func=cmd_serve)
+
+    px = sub.add_parser(
+        "proxy",
+        help="watch any agent: an OpenAI/Anthropic endpoint in front of a model that records its "
+        "episodes into a run directory, finds loops and validates tool calls",
+    )
+    px.add_argument("--upstream", metavar="URL", help="the model server's OpenAI base URL (running)")
+    px.add_argument(
+        "--api-key-env", metavar="VAR", help="the environment variable holding the upstream's API key"
+    )
+    px.add_argument(
+        "--run-dir", type=Path, help="where episodes are recorded [default: results/proxy-<time>]"
+    )
+    if command in (None, "proxy"):  # the proxy's modules (uvicorn, starlette) only where needed
+        from harness.proxy.standalone import StandaloneConfig
+        from harness.server.config import ServerConfig
+
+        add_model_flags(px, StandaloneConfig, skip=frozenset({"run_dir", "loop", "proxy"}), optional=True)
+        # --model CKPT: an on-demand vLLM server behind the proxy (its own flags, as for `harness serve`)
+        add_model_flags(px, ServerConfig, skip=frozenset({"port"}), optional=True)
+    px.set_defaults(func=cmd_proxy)
 
     plan = sub.add_parser("plan", help="plan GPU memory: KV cache, max-model-len, sequences that fit")
     plan.add_argument(

@@ -211,6 +211,8 @@ def _check_complete(
             f"{len(infra)} episode(s) failed on the infrastructure (infra_error: server, connection, disk or "
             "container) after their retries: not scored; run the same harness eval command again to rerun them"
         )
+    if manifest.get("kind") == "proxy":  # harness proxy: watched agents, no tests, no plan
+        return
     unverified = frame[~frame["verified"] & (frame["status"] != "infra_error")]
     if len(unverified):
         warnings.append(
