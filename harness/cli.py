@@ -629,6 +629,9 @@ def _print_comparison(c: "Comparison", page: Path | None) -> None:
     )
     for kind, ch in c.loop_rates.items():
         t.add_row(f"  {escape(kind)}", f"{100 * ch.a:.1f}%", f"{100 * ch.b:.1f}%", f"{100 * ch.diff:+.1f}")
+    if c.stall_rate is not None and (c.stall_rate.a or c.stall_rate.b):
+        s = c.stall_rate
+        t.add_row("stalls (not loops)", f"{100 * s.a:.1f}%", f"{100 * s.b:.1f}%", f"{100 * s.diff:+.1f}")
     for cat, ch in c.format_errors_per_turn.items():
         t.add_row(f"{escape(cat)} / turn", f"{ch.a:.3f}", f"{ch.b:.3f}", f"{ch.diff:+.3f}")
     out.print(t)
@@ -719,6 +722,7 @@ def cmd_loops(args: argparse.Namespace) -> int:
         "turns after",
         "tokens after",
         "unit",
+        "stall",
     ):
         t.add_column(col, overflow="fold")
     for r in report.rows:
@@ -730,6 +734,7 @@ def cmd_loops(args: argparse.Namespace) -> int:
             str(r.turns_after_onset) if r.loop_kind else "-",
             (str(r.tokens_after_onset) if r.tokens_after_onset is not None else "?") if r.loop_kind else "-",
             escape((r.unit or "")[:80]) + (f"\n[dim]why: {escape(r.why)}[/dim]" if r.why else ""),
+            f"from {r.stall.start_turn}, x{r.stall.repeats}: {escape(r.stall.unit[:60])}" if r.stall else "-",
         )
     out.print(t)
     tot = report.totals
@@ -738,6 +743,11 @@ def cmd_loops(args: argparse.Namespace) -> int:
     out.print(
         f"{tot.episodes} episodes, {tot.looping} looping ({share:.0f}%: {kinds}); "
         f"{tot.turns_after_onset} of {tot.turns} turns and {tot.tokens_after_onset} tokens spent after a loop began"
+        + (
+            f"; {tot.stalled} stalled (the same failure back to varied attempts: not loops)"
+            if tot.stalled
+            else ""
+        )
         + (f"; {tot.skipped_lines} lines skipped" if tot.skipped_lines else "")
     )
     return 0

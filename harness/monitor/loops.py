@@ -242,7 +242,9 @@ class _Step:
         # An edit: doing the same one again changes nothing the agent needs to see (or keeps
         # growing the file), whatever comes back.
         self.mutation = bool(canon) and all(_mutation(n, a) for n, a in canon)
-        self.gist_text = gist
+        # An edit's text is what it does, prose or not: two edits that write different sentences are
+        # different attempts (masking their prose made a thrash of doc edits look like a cycle).
+        self.gist_text = "" if self.mutation else gist
         # A step that differs from another only in its prose: the same action with the same result
         # when repeated in a row; inside a cycle, the same action whatever came back (see _cycle).
         self.head = hash(gist or self.action)

@@ -35,7 +35,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.errors import HarnessError
-from harness.monitor import LoopConfig, LoopFinding
+from harness.monitor import LoopConfig, LoopFinding, detect_stall
 from harness.proxy.config import ProxyConfig, StopAnswer, WatchConfig
 from harness.proxy.records import Exchange
 from harness.proxy.server import Proxy, _Route
@@ -338,6 +338,7 @@ class StandaloneProxy(Proxy):
                 tool_calls=sum(len(t.tool_calls) for t in turns),
                 format_errors=errors,
                 loop=loop,
+                stall=detect_stall(turns),
                 prompt_tokens=sum(t.prompt_tokens or 0 for t in turns),
                 completion_tokens=sum(t.completion_tokens or 0 for t in turns),
                 wall_s=round(time.time() - ep.started, 3),

@@ -198,6 +198,7 @@ def _latest(records: list[EpisodeRecord]) -> tuple[list[EpisodeRecord], pd.DataF
     loops = [r.__dict__["loop"] for r in latest]
     frame["loop_kind"] = [loop.kind.value if loop else None for loop in loops]
     frame["loop_start"] = [loop.start_turn if loop else None for loop in loops]
+    frame["stalled"] = [r.__dict__["stall"] is not None for r in latest]
     frame["tokens"] = frame["prompt_tokens"] + frame["completion_tokens"]
     return latest, frame
 
