@@ -88,3 +88,32 @@ def test_what_is_not_a_stall() -> None:
     )
     short = [t.model_copy(update={"index": i}) for i, t in enumerate(short)]
     assert detect_stall(short) is None
+
+
+def test_edits_writing_different_sentences_are_different_attempts() -> None:
+    # notes appended one sentence at a time, and docstrings rewritten: the prose an edit writes is
+    # what it does (masked as prose, four appends in a row were one edit repeated: a false loop)
+    sentences = [
+        "Split the line on commas and return the fields.",
+        "Return every comma separated field of the line.",
+        "Parse one line of the file into its fields.",
+        "Break the input at each comma, keeping empty fields.",
+    ]
+    notes = [
+        turn(k, call("bash", command=f'echo "{doc}" >> NOTES.md'), "") for k, doc in enumerate(sentences)
+    ]
+    assert detect_loops(notes) is None
+    turns = []
+    for k, doc in enumerate(sentences):
+        edit = call(
+            "str_replace_editor",
+            command="str_replace",
+            path="/r/parse.py",
+            old_str='"""',
+            new_str=f'"""{doc}',
+        )
+        turns.append(turn(2 * k, edit, "The file /r/parse.py has been edited."))
+        turns.append(turn(2 * k + 1, call("bash", command="pytest -q"), FAILURE.format(ms=5)))
+    assert detect_loops(turns) is None
+    stall = detect_stall(turns)
+    assert stall is not None and (stall.start_turn, stall.repeats) == (1, 4)

@@ -153,7 +153,9 @@ def _relative(name: str, arguments: str) -> bool:
 # to or rewrites a file (SWE-agent's edit/insert/append commands included).
 _EDITOR_WRITE = re.compile(r'"command":"(?:insert|str_replace|create|append|write|edit)"')
 _WRITE_TOOL = re.compile(r"(?:^|_)(?:edit|write|insert|append|patch|replace|create)(?:_|$)", re.I)
-_SHELL_WRITE = re.compile(r'"command":"(?:(?:edit|insert|append)\b|[^"]*(?:>>|\bsed -i|\btee -a|\bpatch\b))')
+_SHELL_WRITE = re.compile(
+    r'"command":"(?:(?:edit|insert|append)\b|(?:[^"\\]|\\.)*?(?:>>|\bsed -i|\btee -a|\bpatch\b))'
+)
 
 
 @lru_cache(maxsize=4096)
@@ -247,7 +249,7 @@ class _Step:
         self.gist_text = "" if self.mutation else gist
         # A step that differs from another only in its prose: the same action with the same result
         # when repeated in a row; inside a cycle, the same action whatever came back (see _cycle).
-        self.head = hash(gist or self.action)
+        self.head = hash(self.gist_text or self.action)
         self._observation: str | None = None
         self._result: tuple[object, ...] | None = None
         self._key: int | None = None
