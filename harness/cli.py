@@ -753,6 +753,17 @@ def cmd_loops(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export_atif(args: argparse.Namespace) -> int:
+    from harness.results.atif import export_atif
+
+    written = export_atif(args.run, args.out)
+    where = args.out or args.run / "atif"
+    out.print(
+        f"wrote {len(written)} ATIF trajectories under {escape(where)} (harness loops {escape(where)} reads them)"
+    )
+    return 0
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     from harness.replay import load_script, serve_forever
 
@@ -961,6 +972,14 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     ep.add_argument("--model", help="only this model's episodes")
     ep.set_defaults(func=cmd_export_preds)
 
+    ea = sub.add_parser(
+        "export-atif",
+        help="each episode's trajectory as Harbor's ATIF (steps, tool calls, observations, findings)",
+    )
+    ea.add_argument("run", type=Path, help="a harness eval or harness proxy run directory")
+    ea.add_argument("--out", type=Path, help="where to write [default: RUN/atif]")
+    ea.set_defaults(func=cmd_export_atif)
+
     tasks_p = sub.add_parser("tasks", help="task suites")
     tsub = tasks_p.add_subparsers(dest="tasks_command", required=True, parser_class=_Parser)
     tv = tsub.add_parser(
@@ -986,7 +1005,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     check.set_defaults(func=cmd_check)
 
     loops = sub.add_parser(
-        "loops", help="find loops in trajectories (run dirs, SDK conversations, output.jsonl)"
+        "loops", help="find loops in trajectories (run dirs, SDK conversations, output.jsonl, ATIF)"
     )
     loops.add_argument(
         "path", type=Path, help="run directory, OpenHands output.jsonl, or SDK conversation dir"

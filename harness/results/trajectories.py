@@ -8,7 +8,9 @@ Sources:
 - mini-swe-agent trajectories (``*.traj.json``: ``messages`` in the chat format, v1 text with a
   fenced bash block per response or v2 tool calls), or a folder of them (a batch run's output);
 - SWE-agent trajectories (``*.traj``: a ``trajectory`` list of thought/action/observation steps,
-  or, where that is missing or empty, the ``history`` of chat messages), or a folder of them.
+  or, where that is missing or empty, the ``history`` of chat messages), or a folder of them;
+- ATIF trajectories (Harbor's format: ``schema_version`` ATIF-v1.x and ``steps``; any ``.json``
+  file, or a folder of ``*.atif.json`` / Harbor's ``trajectory.json``).
 Bad lines become counted warnings naming the line, and so does an episode that yields no turn
 (naming what was expected); unreadable or unknown input, or input with not one turn in it, is a
 HarnessError.
@@ -29,6 +31,7 @@ from harness.episodes.openhands.turns_from_events import SdkTurnAssembler, text_
 from harness.errors import HarnessError
 from harness.monitor.records import ToolCall, Turn
 from harness.results._gc import gc_paused
+from harness.results.atif import atif_episode_name, is_atif, turns_from_atif
 from harness.results.run_files import (
     MAX_LINE_BYTES,
     RunFileError,
@@ -363,6 +366,7 @@ _EXPECTED = {
     "mini-swe-agent": "assistant messages in `messages`",
     "swe-agent": "steps in `trajectory` or assistant messages in `history`",
     "openhands-output": "agent actions in `history` (OpenHands 0.x action/observation events or SDK events)",
+    "atif": "agent steps in `steps`",
 }
 
 
@@ -370,6 +374,8 @@ def _document_turns(doc: Any) -> tuple[str, list[Turn]] | None:
     """(format, turns) of one JSON trajectory document, or None when it is none of the known ones."""
     if not isinstance(doc, dict):
         return None
+    if is_atif(doc):  # Harbor's trajectories (and harness export-atif's)
+        return "atif", turns_from_atif(doc)
     if isinstance(doc.get("messages"), list):
         return "mini-swe-agent", _mini_swe_agent_turns(doc)
     trajectory, history = doc.get("trajectory"), doc.get("history")
@@ -410,7 +416,8 @@ def _json_documents(paths: list[Path], result: ReadResult) -> Iterator[Trajector
         if read is None:
             result.skipped_lines += 1
             result.warnings.append(
-                f"{path}: unknown format: expected mini-swe-agent `messages` or SWE-agent `trajectory`; skipped"
+                f"{path}: unknown format: expected mini-swe-agent `messages`, SWE-agent `trajectory` or "
+                "ATIF `schema_version` and `steps`; skipped"
             )
             continue
         fmt, turns = read
@@ -423,7 +430,7 @@ def _json_documents(paths: list[Path], result: ReadResult) -> Iterator[Trajector
         if exception := info.get("exception_str"):  # mini-swe-agent: the run ended on an exception
             error = f"{info.get('exit_status') or 'error'}: {exception}"
         yield Trajectory(
-            episode=_episode_name(path, doc),
+            episode=atif_episode_name(path, doc) if fmt == "atif" else _episode_name(path, doc),
             source=str(path),
             turns=turns,
             error=str(error) if error else None,
@@ -539,9 +546,15 @@ def _source(path: Path) -> _Source:
     trajs = sorted(p for p in path.glob("**/*.traj*") if p.name.endswith(_TRAJ_SUFFIXES) and p.is_file())
     if trajs:
         return "json-trajectory", partial(_json_documents, trajs), path
+    # ATIF: harness export-atif's *.atif.json, Harbor's <trial>/agent/trajectory.json
+    atif = sorted(
+        p for p in path.glob("**/*.json") if p.name.endswith(".atif.json") or p.name == "trajectory.json"
+    )
+    if atif:
+        return "json-trajectory", partial(_json_documents, atif), path
     raise HarnessError(
         f"{path}: unknown format: no episodes.jsonl, output.jsonl, OpenHands conversation (events/), "
-        "mini-swe-agent *.traj.json or SWE-agent *.traj inside"
+        "mini-swe-agent *.traj.json, SWE-agent *.traj or ATIF (*.atif.json, trajectory.json) inside"
     )
 
 
