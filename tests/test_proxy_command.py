@@ -325,3 +325,32 @@ def test_the_commands_mistakes_are_one_line(tmp_path: Path) -> None:
     assert unset.returncode != 0 and "NO_SUCH_VAR_X1" in unset.stderr and "Traceback" not in unset.stderr
     bad = _harness("proxy", "--upstream", "http://127.0.0.1:9/v1", "--episode-idle", "0")
     assert bad.returncode != 0 and "--episode-idle" in bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.timeout(120)
+def test_tool_calls_are_checked_against_the_tools_each_request_declares(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    script = ReplayScript(
+        model="scripted",
+        responses=[
+            ScriptedResponse(tool_calls=[ScriptedCall(name="trmall", arguments={"command": "ls"})]),
+            ScriptedResponse(tool_calls=[ScriptedCall(name="terminal", arguments={"cmd": "ls"})]),
+            ScriptedResponse(content="<tool_call>{}</tool_call>"),
+        ],
+    )
+    with (
+        ReplayServer(script) as replay,
+        harness_proxy("--upstream", replay.base_url, "--run-dir", str(run)) as proxy,
+    ):
+        c = openai.OpenAI(base_url=f"{proxy.url}/ep/checked/v1", api_key=proxy.key, max_retries=0)
+        messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+        for _ in range(3):
+            messages.append(_chat(c, messages))
+            _answer(messages, "error: no such tool")
+    (rec,) = records(run)
+    assert rec["format_errors"] == {
+        "unknown_tool": 1,
+        "missing_required": 1,
+        "unexpected_param": 1,
+        "tool_call_in_content": 1,
+    }, rec["format_errors"]
