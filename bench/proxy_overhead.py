@@ -10,6 +10,9 @@ directory and watching every turn (assembly, validation, loop monitor).
    alternated --reps times; the median time per turn of each, for each replay delay in --delays
    (0: the bare hop; a model answers in tenths of seconds at best), and the CPU time the proxy's
    thread spent per turn (what it costs the harness process, whatever the machine's load).
+3. `harness proxy` as a command (its own process, episodes attributed by their conversations):
+   --streams concurrent streaming episodes straight and through it, replay delay --command-delay
+   (0.2 s: a model's answer time), mean/p50/p95 per request and the overhead in percent.
 2. Latency at --streams concurrent streaming episodes: each request's time to its last chunk,
    straight and through the proxy (p50/p95), and the proxy's own part of each proxied request:
    the agent's time minus the upstream's as the proxy recorded it (agent-side work included), and
@@ -21,6 +24,7 @@ directory and watching every turn (assembly, validation, loop monitor).
 import argparse
 import json
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -245,6 +249,82 @@ def concurrent(args: argparse.Namespace, folder: Path) -> None:
     print(f"   the proxy thread's CPU: {cpu_ms:.2f} ms per request")
 
 
+def command(args: argparse.Namespace, folder: Path) -> None:
+    """3.: `harness proxy` as users run it (its own process, episodes told apart by their
+    conversations on the plain /v1 URL, every episode recorded into a run directory) against the
+    same replay straight, --streams concurrent streaming episodes each, one run of each."""
+    n, delay = args.streams, args.command_delay
+    print(f"3. harness proxy (its own process): {n} concurrent streaming episodes, replay delay {delay:g} s")
+    proc, url = start_replay(script(args.turns, delay), folder)
+    run_dir = folder / "proxy-run"
+    proxy = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "proxy", "--upstream", url, "--run-dir", str(run_dir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent), "COLUMNS": "1000"},
+    )
+    try:
+        assert proxy.stdout is not None
+        base = key = None
+        for line in proxy.stdout:
+            if base is None and " on http://127.0.0.1:" in line:
+                base = line.split(" on ", 1)[1].split()[0]
+            if "API key" in line:
+                key = line.split(":", 1)[1].strip()
+                break
+        assert base and key, "harness proxy did not start"
+        results: dict[str, list[float]] = {"direct": [], "proxied": []}
+        lock = threading.Lock()
+
+        def run(k: int, target: str, token: str, out: list[float]) -> None:
+            took = episode(
+                client(target, token), args.turns, args.obs_chars, stream=True, task=f"episode {k}"
+            )
+            with lock:
+                out += took
+
+        means: dict[str, list[float]] = {"direct": [], "proxied": []}
+        sides = (("direct", url, "EMPTY"), ("proxied", f"{base}/v1", key))
+        # a warm-up of each side, then the sides alternated: one run's mean per round
+        for r, (name, target, token) in enumerate([*sides, *(sides * args.command_rounds)]):
+            took: list[float] = []
+            threads = [
+                threading.Thread(target=run, args=(k + 100 * r, target, token, took)) for k in range(n)
+            ]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            if r >= len(sides):
+                results[name] += took
+                means[name].append(statistics.mean(took))
+        proxy.send_signal(signal.SIGTERM)
+        proxy.wait(timeout=60)
+        lines = [json.loads(x) for x in (run_dir / "episodes.jsonl").read_text().splitlines() if x.strip()]
+        rounds = args.command_rounds + 1
+        assert len(lines) == n * rounds and all(r["turns"] == args.turns for r in lines), "not all recorded"
+    finally:
+        if proxy.poll() is None:
+            proxy.kill()
+        proc.kill()
+        proc.wait()
+
+    def q(xs: list[float], p: int) -> float:
+        return statistics.quantiles(xs, n=100)[p - 1] * 1e3
+
+    d, p = results["direct"], results["proxied"]
+    print(f"   {'':>24} {'mean ms':>8} {'p50 ms':>8} {'p95 ms':>8}")
+    for name, xs in (("straight to the replay", d), ("through harness proxy", p)):
+        print(f"   {name:>24} {1e3 * statistics.mean(xs):>8.2f} {q(xs, 50):>8.2f} {q(xs, 95):>8.2f}")
+    md, mp = statistics.median(means["direct"]), statistics.median(means["proxied"])
+    print(
+        f"   overhead per request (median of {args.command_rounds} alternated runs' means): "
+        f"{1e3 * (mp - md):+.2f} ms ({100 * (mp / md - 1):+.1f}%; target +5% or less); "
+        f"every episode recorded, {args.turns} turns each"
+    )
+
+
 def startup() -> None:
     took = []
     for _ in range(5):
@@ -268,12 +348,21 @@ def main() -> None:
     ap.add_argument("--obs-chars", type=int, default=2000)
     ap.add_argument("--streams", type=int, default=16)
     ap.add_argument("--stream-delay", type=float, default=0.0)
+    ap.add_argument(
+        "--command-delay", type=float, default=0.2, help="the replay's delay for 3. (a model's answer time)"
+    )
+    ap.add_argument("--command-rounds", type=int, default=3, help="alternated runs of each side in 3.")
+    ap.add_argument("--only", choices=["command"], help="run only this part")
     args = ap.parse_args()
     print(f"cores: {os.cpu_count()}, load average: {os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory() as tmp:
+        if args.only == "command":
+            command(args, Path(tmp))
+            return
         startup()
         per_turn(args, Path(tmp))
         concurrent(args, Path(tmp))
+        command(args, Path(tmp))
 
 
 if __name__ == "__main__":

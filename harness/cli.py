@@ -1,6 +1,7 @@
 """Command line: parse flags, call the public functions, print. No logic lives here."""
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -293,6 +294,91 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0 if not reason.startswith("crashed") else 1
 
 
+# ---- harness proxy ---------------------------------------------------------------------------
+def cmd_proxy(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from harness.proxy.standalone import StandaloneConfig, StandaloneProxy, read_key
+    from harness.server import ServerConfig, build_config
+    from harness.server.endpoint import ExternalEndpoint, ManagedEndpoint
+
+    if (args.upstream is None) == (args.model is None):
+        raise HarnessError(
+            "harness proxy: give --upstream URL (a server that is running) or --model CKPT (a vLLM "
+            "server started on demand), one of the two"
+        )
+    run_dir = args.run_dir or _default_run_dir("proxy")
+    values = {k: v for k, v in model_values(args, StandaloneConfig).items() if v is not None}
+    managed: ManagedEndpoint | None = None
+    if args.upstream is not None:
+        endpoint: Any = ExternalEndpoint(args.upstream, read_key(args.api_key_env), args.upstream_model or "")
+        where, label = endpoint.openai_url, args.upstream_model
+    else:
+        managed = endpoint = ManagedEndpoint(build_config(**model_values(args, ServerConfig)), run_dir)
+        where, label = f"vLLM for {managed.path} (started on the first request)", managed.name
+        values["upstream_model"] = args.upstream_model or managed.name
+    try:
+        config = StandaloneConfig(**{**values, "run_dir": run_dir})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise HarnessError(f"--{str(err['loc'][0]).replace('_', '-')}: {err['msg']}") from None
+
+    def event(text: str) -> None:
+        out.print(f"{time.strftime('%H:%M:%S')} {escape(text)}", highlight=False)
+        sys.stdout.flush()
+
+    proxy = StandaloneProxy(
+        config,
+        endpoint,
+        label=label,
+        running=managed.server.is_running if managed is not None else None,
+        on_event=event,
+    )
+    try:
+        with proxy:
+            url = proxy.url
+            out.print(f"[bold]harness proxy[/] on {url} -> {escape(where)}", highlight=False)
+            out.print(f"  base URL : {url}/ep/<episode>/v1", highlight=False)
+            out.print(f"  API key  : {proxy.api_key}", highlight=False)
+            out.print(
+                f"  use it   : OPENAI_BASE_URL={url}/ep/<episode>/v1 OPENAI_API_KEY=<key>; Anthropic "
+                f"Messages: ANTHROPIC_BASE_URL={url}/ep/<episode> ANTHROPIC_API_KEY=<key>",
+                highlight=False,
+            )
+            out.print(
+                f"  episodes : one per <episode> name; {url}/v1 with the header X-Harness-Episode: <name>, "
+                f"or plain {url}/v1: one per conversation. An episode ends after "
+                f"{config.episode_idle:g} s without a request, or when the proxy stops",
+                highlight=False,
+            )
+            out.print(f"  run dir  : {escape(config.run_dir)}", highlight=False)
+            out.print(
+                "  loops    : "
+                + (
+                    "stopped (the episode's next request gets HTTP 404 naming the loop)"
+                    if config.stop_loops
+                    else "recorded, not stopped (--stop-loops stops them)"
+                ),
+                highlight=False,
+            )
+            out.print("Ctrl-C stops it", highlight=False)
+            sys.stdout.flush()
+            with contextlib.suppress(KeyboardInterrupt, SystemExit):
+                while True:
+                    time.sleep(3600)
+    finally:
+        if managed is not None:
+            managed.release()
+    recorded = proxy.recorded
+    loops = sum(1 for r in recorded if r.loop is not None)
+    out.print(
+        f"harness proxy stopped: {len(recorded)} episode(s) recorded in {escape(config.run_dir)}, "
+        f"{loops} with a loop; read them with harness loops / show / report {escape(config.run_dir)}",
+        highlight=False,
+    )
+    return 0
+
+
 # ---- harness check ---------------------------------------------------------------------------
 def cmd_check(args: argparse.Namespace) -> int:
     from harness.episodes.check import CheckReport, run_checks
@@ -562,6 +648,9 @@ def _print_comparison(c: "Comparison", page: Path | None) -> None:
     )
     for kind, ch in c.loop_rates.items():
         t.add_row(f"  {escape(kind)}", f"{100 * ch.a:.1f}%", f"{100 * ch.b:.1f}%", f"{100 * ch.diff:+.1f}")
+    if c.stall_rate is not None and (c.stall_rate.a or c.stall_rate.b):
+        s = c.stall_rate
+        t.add_row("stalls (not loops)", f"{100 * s.a:.1f}%", f"{100 * s.b:.1f}%", f"{100 * s.diff:+.1f}")
     for cat, ch in c.format_errors_per_turn.items():
         t.add_row(f"{escape(cat)} / turn", f"{ch.a:.3f}", f"{ch.b:.3f}", f"{ch.diff:+.3f}")
     out.print(t)
@@ -652,6 +741,7 @@ def cmd_loops(args: argparse.Namespace) -> int:
         "turns after",
         "tokens after",
         "unit",
+        "stall",
     ):
         t.add_column(col, overflow="fold")
     for r in report.rows:
@@ -663,6 +753,7 @@ def cmd_loops(args: argparse.Namespace) -> int:
             str(r.turns_after_onset) if r.loop_kind else "-",
             (str(r.tokens_after_onset) if r.tokens_after_onset is not None else "?") if r.loop_kind else "-",
             escape((r.unit or "")[:80]) + (f"\n[dim]why: {escape(r.why)}[/dim]" if r.why else ""),
+            f"from {r.stall.start_turn}, x{r.stall.repeats}: {escape(r.stall.unit[:60])}" if r.stall else "-",
         )
     out.print(t)
     tot = report.totals
@@ -671,7 +762,23 @@ def cmd_loops(args: argparse.Namespace) -> int:
     out.print(
         f"{tot.episodes} episodes, {tot.looping} looping ({share:.0f}%: {kinds}); "
         f"{tot.turns_after_onset} of {tot.turns} turns and {tot.tokens_after_onset} tokens spent after a loop began"
+        + (
+            f"; {tot.stalled} stalled (the same failure back to varied attempts: not loops)"
+            if tot.stalled
+            else ""
+        )
         + (f"; {tot.skipped_lines} lines skipped" if tot.skipped_lines else "")
+    )
+    return 0
+
+
+def cmd_export_atif(args: argparse.Namespace) -> int:
+    from harness.results.atif import export_atif
+
+    written = export_atif(args.run, args.out)
+    where = args.out or args.run / "atif"
+    out.print(
+        f"wrote {len(written)} ATIF trajectories under {escape(where)} (harness loops {escape(where)} reads them)"
     )
     return 0
 
@@ -745,6 +852,27 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     serve.add_argument("--run-dir", type=Path, help="where server.log goes [default: results/serve-<time>]")
     serve.add_argument("--probe", action="store_true", help="send one tool-calling request once ready")
     serve.set_defaults(func=cmd_serve)
+
+    px = sub.add_parser(
+        "proxy",
+        help="watch any agent: an OpenAI/Anthropic endpoint in front of a model that records its "
+        "episodes into a run directory, finds loops and validates tool calls",
+    )
+    px.add_argument("--upstream", metavar="URL", help="the model server's OpenAI base URL (running)")
+    px.add_argument(
+        "--api-key-env", metavar="VAR", help="the environment variable holding the upstream's API key"
+    )
+    px.add_argument(
+        "--run-dir", type=Path, help="where episodes are recorded [default: results/proxy-<time>]"
+    )
+    if command in (None, "proxy"):  # the proxy's modules (uvicorn, starlette) only where needed
+        from harness.proxy.standalone import StandaloneConfig
+        from harness.server.config import ServerConfig
+
+        add_model_flags(px, StandaloneConfig, skip=frozenset({"run_dir", "loop", "proxy"}), optional=True)
+        # --model CKPT: an on-demand vLLM server behind the proxy (its own flags, as for `harness serve`)
+        add_model_flags(px, ServerConfig, skip=frozenset({"port"}), optional=True)
+    px.set_defaults(func=cmd_proxy)
 
     plan = sub.add_parser("plan", help="plan GPU memory: KV cache, max-model-len, sequences that fit")
     plan.add_argument(
@@ -874,6 +1002,14 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     ep.add_argument("--model", help="only this model's episodes")
     ep.set_defaults(func=cmd_export_preds)
 
+    ea = sub.add_parser(
+        "export-atif",
+        help="each episode's trajectory as Harbor's ATIF (steps, tool calls, observations, findings)",
+    )
+    ea.add_argument("run", type=Path, help="a harness eval or harness proxy run directory")
+    ea.add_argument("--out", type=Path, help="where to write [default: RUN/atif]")
+    ea.set_defaults(func=cmd_export_atif)
+
     tasks_p = sub.add_parser("tasks", help="task suites")
     tsub = tasks_p.add_subparsers(dest="tasks_command", required=True, parser_class=_Parser)
     tv = tsub.add_parser(
@@ -899,7 +1035,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     check.set_defaults(func=cmd_check)
 
     loops = sub.add_parser(
-        "loops", help="find loops in trajectories (run dirs, SDK conversations, output.jsonl)"
+        "loops", help="find loops in trajectories (run dirs, SDK conversations, output.jsonl, ATIF)"
     )
     loops.add_argument(
         "path", type=Path, help="run directory, OpenHands output.jsonl, or SDK conversation dir"

@@ -19,7 +19,7 @@ from harness._text import markup
 from harness.episodes.faults import disk_full, failed_outcome
 from harness.episodes.scaffold import Scaffold
 from harness.errors import HarnessError
-from harness.monitor import ToolSchemas, validate_turn
+from harness.monitor import ToolSchemas, detect_stall, validate_turn
 from harness.progress import console
 from harness.proxy import Proxy, WatchConfig
 from harness.results.store import EpisodeError, EpisodeRecord, RunStore
@@ -315,6 +315,7 @@ def record_episode(ctx: Rollout, done: Finished) -> EpisodeRecord:
             format_errors=errors,
             repairs=repairs,
             loop=outcome.loop,
+            stall=detect_stall(outcome.turns),
             prompt_tokens=outcome.prompt_tokens,
             completion_tokens=outcome.completion_tokens,
             wall_s=round(outcome.wall_s, 3),

@@ -302,3 +302,99 @@ def test_bad_trajectory_documents(tmp_path: Path) -> None:
     for path, needle in ((cut, "no readable episode"), (other, "no readable episode")):
         done = run_harness("loops", str(path))
         assert done.returncode == 2 and "Traceback" not in done.stderr and needle in done.stderr, done.stderr
+
+
+def swe_agent_history(steps: list[tuple[str, str]]) -> dict[str, Any]:
+    """A SWE-agent .traj that kept only its `history` (chat messages; an empty action was not parsed)."""
+    history: list[dict[str, Any]] = [
+        {"role": "system", "content": "SETTING: you are an autonomous programmer.", "agent": "primary"},
+        {"role": "user", "content": "Demonstration: ls", "agent": "primary", "is_demo": True},
+        {"role": "assistant", "content": "demo", "action": "ls", "agent": "primary", "is_demo": True},
+        {"role": "user", "content": "ISSUE: the parser drops a field.", "agent": "primary"},
+    ]
+    for i, (action, obs) in enumerate(steps):
+        history += [
+            {
+                "role": "assistant",
+                "content": f"DISCUSSION\nStep {i}.\n\n```\n{action}\n```" if action else "No idea.",
+                "thought": f"Step {i}.",
+                "action": f"{action}\n",
+                "agent": "primary",
+                "message_type": "action",
+            },
+            {"role": "user", "content": obs, "agent": "primary", "message_type": "observation"},
+        ]
+    return {"environment": "swe_main", "history": history, "info": {"exit_status": "exit_cost"}}
+
+
+def test_swe_agent_history_only_and_documents_that_yield_nothing_are_named(tmp_path: Path) -> None:
+    failing = "Traceback (most recent call last):\nModuleNotFoundError: No module named 'parser'"
+    folder = tmp_path / "swe-run"
+    docs: dict[str, str] = {
+        "hist": json.dumps(swe_agent_history([("ls", "parser.py"), *[("python reproduce.py", failing)] * 3])),
+        "nothing": json.dumps({"trajectory": [], "history": [], "info": {}}),
+        "empty": "",
+        "odd": json.dumps({"steps": [{"act": "ls"}]}),
+    }
+    for name, text in docs.items():
+        (folder / name).mkdir(parents=True)
+        (folder / name / f"{name}.traj").write_text(text)
+    report = loops_json(folder)
+    assert report["format"] == "swe-agent"
+    rows = {r["episode"]: r for r in report["rows"]}
+    assert sorted(rows) == ["hist", "nothing"]
+    hist = rows["hist"]
+    assert (hist["turns"], hist["loop_kind"], hist["start_turn"]) == (4, "repeat_error", 1)
+    turns = read_trajectories(folder / "hist" / "hist.traj").trajectories[0].turns
+    assert json.loads(turns[0].tool_calls[0].arguments) == {"command": "ls"}
+    assert turns[0].observation == "parser.py" and turns[0].text == "Step 0."  # demonstrations left out
+    warnings = report["warnings"]
+    assert report["totals"]["warnings"] == len(warnings) == 3
+    assert any(
+        "nothing.traj: no turn read: expected steps in `trajectory` or assistant messages in `history`" in w
+        for w in warnings
+    )
+    assert any("empty.traj: empty file" in w for w in warnings)
+    assert any("odd.traj: unknown format: expected" in w for w in warnings)
+    # each alone: read, or an error naming it and what was expected (never 0 turns and exit 0)
+    assert loops_json(folder / "hist" / "hist.traj")["rows"][0]["turns"] == 4
+    for name, needle in (
+        ("nothing", "no turn read from its 1 episode(s)"),
+        ("empty", "empty file"),
+        ("odd", "unknown format"),
+    ):
+        done = run_harness("loops", str(folder / name / f"{name}.traj"))
+        assert done.returncode == 2 and needle in done.stderr and "Traceback" not in done.stderr, done.stderr
+        assert f"{name}.traj" in done.stderr
+
+
+def test_openhands_output_lines_without_turns_and_the_early_flat_event_form(tmp_path: Path) -> None:
+    task = {"content": "Fix the issue.", "wait_for_response": False, "action": "message"}
+    run = lambda cmd: {"command": cmd, "thought": f"Run {cmd}.", "action": "run", "is_confirmed": "confirmed"}  # noqa: E731
+    seen = lambda cmd, out: {"content": out, "command": cmd, "exit_code": 0, "observation": "run"}  # noqa: E731
+    early = [
+        task,
+        run("ls"),
+        seen("ls", "a.py"),
+        run("cat a.py"),
+        seen("cat a.py", "x = 1"),
+        {"action": "finish"},
+    ]
+    path = tmp_path / "output.jsonl"
+    path.write_text(
+        json.dumps({"instance_id": "early-1", "history": early})
+        + "\n"
+        + json.dumps({"instance_id": "blank-2", "history": [], "error": "agent crashed"})
+        + "\n"
+    )
+    report = loops_json(path)
+    rows = {r["episode"]: r for r in report["rows"]}
+    assert (rows["early-1"]["turns"], rows["blank-2"]["turns"]) == (3, 0)
+    turns = read_trajectories(path).trajectories[0].turns
+    assert [json.loads(t.tool_calls[0].arguments) for t in turns[:2]] == [
+        {"command": "ls"},
+        {"command": "cat a.py"},
+    ]
+    assert turns[1].observation == "x = 1" and turns[0].text == "Run ls."
+    (warning,) = report["warnings"]
+    assert f"{path}:2: no turn read: expected agent actions in `history`" in warning

@@ -22,6 +22,7 @@ from harness.monitor.loops import (
     detect_loops,
 )
 from harness.monitor.records import ToolCall, Turn
+from harness.monitor.stalls import StallConfig, StallDetector, StallFinding, detect_stall
 
 __all__ = [
     "FormatCategory",
@@ -31,12 +32,16 @@ __all__ = [
     "LoopFinding",
     "LoopKind",
     "Repair",
+    "StallConfig",
+    "StallDetector",
+    "StallFinding",
     "ToolCall",
     "ToolSchemas",
     "Turn",
     "TurnFormat",
     "degenerate_unit",
     "detect_loops",
+    "detect_stall",
     "find_markup",
     "validate_turn",
 ]

@@ -32,7 +32,9 @@ from harness.monitor.normalize import (
     looks_failed,
     normalize_observation,
     normalize_text,
+    refused,
     volatile_details,
+    without_thinking,
 )
 from harness.monitor.records import Turn
 
@@ -147,6 +149,22 @@ def _relative(name: str, arguments: str) -> bool:
     return False
 
 
+# An action that writes: an editor's write commands, an editing tool, or a shell line that appends
+# to or rewrites a file (SWE-agent's edit/insert/append commands included).
+_EDITOR_WRITE = re.compile(r'"command":"(?:insert|str_replace|create|append|write|edit)"')
+_WRITE_TOOL = re.compile(r"(?:^|_)(?:edit|write|insert|append|patch|replace|create)(?:_|$)", re.I)
+_SHELL_WRITE = re.compile(
+    r'"command":"(?:(?:edit|insert|append)\b|(?:[^"\\]|\\.)*?(?:>>|\bsed -i|\btee -a|\bpatch\b))'
+)
+
+
+@lru_cache(maxsize=4096)
+def _mutation(name: str, arguments: str) -> bool:
+    if _WRITE_TOOL.search(name) or _EDITOR_WRITE.search(arguments):
+        return True
+    return _SHELL_WRITE.search(arguments) is not None
+
+
 class _Step:
     """What the detector keeps of one turn.
 
@@ -169,8 +187,12 @@ class _Step:
         "head",
         "index",
         "moved",
+        "mutation",
+        "names",
         "ran",
         "raw_observation",
+        "reasoning_only",
+        "refused",
         "text",
         "text_only",
     )
@@ -203,6 +225,12 @@ class _Step:
             self.ran = False
         obs = self.raw_observation = turn.observation
         self.error = turn.observation_is_error
+        # The scaffold refused the response (its format-error feedback): whatever it called ran nothing.
+        self.refused = bool(obs) and refused(obs)
+        if self.refused:
+            self.ran = False
+        # Only reasoning, nothing said and nothing called (or an empty response).
+        self.reasoning_only = not calls and not without_thinking(turn.text).strip()
         self._failed: bool | None = None
         # "Navigated back" says nothing of where it led: no evidence of a repeated result.
         self.moved = bool(
@@ -212,10 +240,16 @@ class _Step:
             and "\n" not in obs.strip()
             and all(_relative(n, a) for n, a in canon)
         )
-        self.gist_text = gist
+        self.names = tuple(n for n, _ in canon)
+        # An edit: doing the same one again changes nothing the agent needs to see (or keeps
+        # growing the file), whatever comes back.
+        self.mutation = bool(canon) and all(_mutation(n, a) for n, a in canon)
+        # An edit's text is what it does, prose or not: two edits that write different sentences are
+        # different attempts (masking their prose made a thrash of doc edits look like a cycle).
+        self.gist_text = "" if self.mutation else gist
         # A step that differs from another only in its prose: the same action with the same result
         # when repeated in a row; inside a cycle, the same action whatever came back (see _cycle).
-        self.head = hash(gist or self.action)
+        self.head = hash(self.gist_text or self.action)
         self._observation: str | None = None
         self._result: tuple[object, ...] | None = None
         self._key: int | None = None
@@ -270,6 +304,56 @@ class _Step:
         if self._failed is None:
             self._failed = self.error or looks_failed(self.raw_observation)
         return self._failed
+
+
+# A result worth comparing verbatim across different calls: long enough and of several lines to
+# be a state, not an acknowledgement ("Done", "Task list updated ..."), not an edit's (edits differ by what they write), and no
+# failure of any wording: different attempts that fail alike are thrashing (a stall), not a loop.
+_ECHO_MIN_CHARS = 100
+_ANY_FAILURE = re.compile(
+    r"(?:error|exception)s?\b|traceback"
+    r"|\b(?:fail(?:s|ed|ure)?|cannot|can't|unable|denied|invalid|not found|no such|refused)\b",
+    re.I,
+)
+
+
+def _echoes(step: _Step) -> bool:
+    return (
+        step.ran
+        and not step.text_only
+        and not step.mutation
+        and not step.moved
+        and not step.error
+        and len(step.raw_observation) >= _ECHO_MIN_CHARS
+        and "\n" in step.raw_observation.strip()  # a listing or a page; one line is an acknowledgement
+    )
+
+
+def _quiet_result(text: str) -> bool:
+    """No word of failure in the result (head and tail searched)."""
+    if len(text) > 4096:
+        text = text[:2048] + "\n" + text[-2048:]
+    return _ANY_FAILURE.search(text) is None
+
+
+_SEGMENT = re.compile(r"[^\n.!?]+[.!?]*")  # a sentence, or a line without one
+
+
+def chanted_unit(text: str, min_span: int = 120, min_repeats: int = 5) -> tuple[str, int] | None:
+    """(sentence, repeats): the longest run of one sentence or line repeated back to back anywhere
+    in an output ("content chanting"), even one that then ends normally; None when there is none."""
+    best: tuple[str, int] | None = None
+    previous, run = "", 0
+    for match in _SEGMENT.finditer(text):
+        segment = match.group().strip()
+        if len(segment) < 8:  # "OK." "Wait." rules and bullets: the tail check sees long runs of them
+            previous, run = "", 0
+            continue
+        run = run + 1 if segment == previous else 1
+        previous = segment
+        if run >= min_repeats and run * len(segment) >= min_span and (best is None or run > best[1]):
+            best = (segment, run)
+    return best
 
 
 def degenerate_unit(text: str, min_span: int = 120, min_repeats: int = 5) -> tuple[str, int] | None:
@@ -341,6 +425,8 @@ class LoopDetector:
         self._text_run = 0  # near-identical consecutive text-only turns
         self._silent_run = 0  # consecutive turns that ran nothing, answered alike
         self._cycle_run = 0  # consecutive turns equal (by gist) to the turn one period before
+        self._write_run = 0  # the same edit (prose aside) in a row, whatever came back
+        self._echo_run = 0  # one tool's calls with other arguments, the same result verbatim
         self._counter = "_run"  # the name of the run above that the finding counts (repeat kinds)
         self.finding: LoopFinding | None = None
 
@@ -364,14 +450,38 @@ class LoopDetector:
             and similar(prev.text, step.text, self.config.similarity)
         )
         self._text_run = self._text_run + 1 if alike else (1 if step.text_only else 0)
-        if not step.ran and (step.observation or step.error):
-            # an error each time, whichever, or the same feedback (a nudge) each time
-            same = (
-                prev is not None
-                and not prev.ran
-                and prev.error == step.error
-                and (step.error or prev.observation == step.observation)
-            )
+        self._write_run = (
+            self._write_run + 1
+            if step.mutation and prev is not None and prev.mutation and prev.head == step.head
+            else int(step.mutation)
+        )
+        echoes = _echoes(step)
+        self._echo_run = (
+            self._echo_run + 1
+            if echoes
+            and prev is not None
+            and _echoes(prev)
+            and prev.names == step.names
+            and prev.head != step.head
+            and prev.raw_observation == step.raw_observation
+            and _quiet_result(step.raw_observation)
+            else int(echoes)
+        )
+        failing = step.error or step.refused
+        if not step.ran and (failing or step.reasoning_only or step.observation):
+            # an error (or a refusal) each time, whichever; only reasoning each time, whatever came
+            # back; or the same feedback (a nudge) each time
+            same = False
+            if prev is not None and not prev.ran:
+                before = prev.error or prev.refused
+                same = (failing and before) or (
+                    not failing
+                    and not before
+                    and (
+                        (step.reasoning_only and prev.reasoning_only)
+                        or (bool(step.observation) and prev.observation == step.observation)
+                    )
+                )
             self._silent_run = self._silent_run + 1 if same else 1
         else:
             self._silent_run = 0
@@ -415,6 +525,9 @@ class LoopDetector:
         cfg = self.config
         if turn.text and (
             deg := degenerate_unit(turn.text, cfg.degenerate_min_span, cfg.degenerate_min_repeats)
+            or chanted_unit(
+                turn.text[-_DEGENERATE_SCAN_CHARS:], cfg.degenerate_min_span, cfg.degenerate_min_repeats
+            )
         ):
             unit, n = deg
             return LoopFinding(
@@ -440,6 +553,24 @@ class LoopDetector:
             return self._repeat(
                 LoopKind.repeat_call, "_run", step.action, turn.index, "the same call, the same result"
             )
+        if step.mutation and self._write_run >= cfg.repeat_call:
+            return self._repeat(
+                LoopKind.repeat_call,
+                "_write_run",
+                step.action,
+                turn.index,
+                "the same edit again and again, whatever came back (an edit made again changes "
+                "nothing, or keeps growing the file)",
+            )
+        if self._echo_run >= cfg.repeat_call:
+            unit = f"{' | '.join(step.names)}(...) => {_short(turn.observation, 100)}"
+            return self._repeat(
+                LoopKind.repeat_call,
+                "_echo_run",
+                unit,
+                turn.index,
+                "calls whose arguments differ, each answered with the same result verbatim",
+            )
         if step.text_only and not step.error and self._text_run >= cfg.repeat_output:
             return self._repeat(
                 LoopKind.repeat_output,
@@ -449,15 +580,27 @@ class LoopDetector:
                 f"near-identical responses without a tool call (similarity >= {cfg.similarity:g})",
             )
         if self._silent_run >= cfg.repeat_error:
-            ran = "unparseable arguments" if turn.tool_calls else "no tool call"
-            unit = f"{ran} => {_short(turn.observation, 100) or '(an error without output)'}"
+            answer = (
+                "an error"
+                if step.error
+                else "the scaffold's refusal to run them"
+                if step.refused
+                else "the same feedback"
+            )
+            if turn.tool_calls:
+                ran = "refused calls" if step.refused else "unparseable arguments"
+            elif step.reasoning_only and not (step.error or step.observation):
+                ran, answer = "reasoning only", "nothing"
+            else:
+                ran = "no tool call"
+            empty = "(reasoning only, no action)" if ran == "reasoning only" else "(an error without output)"
+            unit = f"{ran} => {_short(turn.observation, 100) or empty}"
             return self._repeat(
                 LoopKind.repeat_error,
                 "_silent_run",
                 unit,
                 turn.index,
-                "responses that ran nothing (wording aside), each answered with "
-                + ("an error" if step.error else "the same feedback"),
+                f"responses that ran nothing (wording aside), each answered with {answer}",
             )
         return self._cycle(turn.index)
 

@@ -349,6 +349,32 @@ def looks_failed(text: str) -> bool:
     return _FAILURE.search(text) is not None
 
 
+# A scaffold's answer to a response it could not run (its format-error feedback, an unknown tool):
+# nothing ran, whatever the response said. SWE-agent's parsers, mini-swe-agent's templates and
+# OpenHands' unknown-tool error; such feedback opens the message, so only its head is searched.
+_REFUSED = re.compile(
+    r"did not use any tool calls|included multiple tool calls|not formatted correctly"
+    r"|could not be parsed|EXACTLY ONE action|No tool calls found in the response"
+    r"|^\s*(?:Tool call error|Format error):|Error parsing tool call arguments|Unknown tool '"
+    r"|Tool '[^'\n]{1,80}' not found|reached the output token limit",
+    re.M,
+)
+
+
+def refused(text: str) -> bool:
+    """Whether an observation is the scaffold refusing to run the response (nothing ran)."""
+    return _REFUSED.search(text[:1000]) is not None
+
+
+_THINKING = re.compile(r"<(think|thinking|reasoning)>.*?(?:</\1>|\Z)", re.S | re.I)
+
+
+def without_thinking(text: str) -> str:
+    """A response's text without its reasoning blocks (``<think>...</think>``, an unclosed one to
+    the end): what it says, as opposed to what it thought."""
+    return _THINKING.sub("", text) if "<" in text else text
+
+
 # Prose inside an action (a message to a person, a reworded note) is wording, not what the action
 # does: `chat_npc "Nathan" "<any wording>"` asks Nathan. Prose is sentences: four words or more,
 # punctuated as sentences are (`, `, `. `, a final `.`, `?` or `!`), at least three in four of them

@@ -2,7 +2,10 @@
 
 ``POST /ep/<episode>/v1/chat/completions`` and ``GET /ep/<episode>/v1/models`` are forwarded to the
 episode's upstream (its ``openai_url``, with the upstream's key; the agent uses the proxy's own).
-Bodies pass through as the upstream sent them, streams chunk by chunk. What goes wrong on the way
+Bodies pass through as the upstream sent them, streams chunk by chunk. ``POST /ep/<episode>/v1/messages``
+(the Anthropic Messages dialect) is translated to a chat completion and its answer back
+(harness/proxy/anthropic.py). Paths without ``/ep/<episode>`` are served only where the proxy
+is told how to attribute them (``harness proxy``: a header or the conversation itself). What goes wrong on the way
 comes back as the same kind of failure the agent would have seen talking to the upstream itself,
 so the runner's infrastructure classification (harness/episodes/faults.py) reads it the same:
 
@@ -21,7 +24,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
 import httpx
@@ -30,13 +33,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
+from harness.proxy import anthropic
 from harness.proxy.config import ProxyConfig, StopAnswer
 from harness.proxy.records import Exchange
 from harness.proxy.sse import StreamAssembler
 from harness.proxy.watch import EpisodeWatch
 
 EXPECTED = "/ep/<episode>/v1/chat/completions (or /ep/<episode>/v1/models)"
-_ROUTE = re.compile(r"^/ep/([^/]+)/v1/(chat/completions|models)/?$")
+_ROUTE = re.compile(r"^(?:/ep/([^/]+))?/v1/(chat/completions|models|messages)/?$")
+EPISODE_HEADER = "x-harness-episode"  # names a request's episode where its path does not
 # Upstream headers worth passing back (length and encoding are the proxy's own).
 _PASSED_HEADERS = ("content-type", "retry-after", "x-request-id")
 
@@ -59,6 +64,10 @@ class Route(Protocol):
 
     @property
     def upstream(self) -> Upstream: ...
+
+
+# lookup(slug from the path or None, the episode header or None, the request body or None)
+Lookup = Callable[[str | None, str | None, Any], Route | None]
 
 
 class _UpstreamBroke(Exception):
@@ -165,11 +174,25 @@ def _text(content: bytes, limit: int) -> str:
 
 
 class ProxyApp:
-    """The ASGI app. ``lookup(slug)`` finds an open episode; requests must carry ``api_key``."""
+    """The ASGI app. ``lookup`` finds a request's episode; requests must carry ``api_key`` (as a
+    bearer token, or Anthropic's ``x-api-key``). ``unnamed``: serve paths without an episode
+    prefix (``lookup`` gets None for the slug). ``prepare(route)``, awaited before a request is
+    forwarded, brings the episode's upstream up (an on-demand server); what it raises is a 502."""
 
-    def __init__(self, lookup: Callable[[str], Route | None], api_key: str, config: ProxyConfig) -> None:
+    def __init__(
+        self,
+        lookup: Lookup,
+        api_key: str,
+        config: ProxyConfig,
+        *,
+        unnamed: bool = False,
+        prepare: Callable[[Route], Awaitable[None]] | None = None,
+    ) -> None:
         self._lookup = lookup
         self._auth = f"Bearer {api_key}".encode()
+        self._key = api_key.encode()
+        self._unnamed = unnamed
+        self._prepare = prepare
         self.config = config
         self._client: httpx.AsyncClient | None = None
 
@@ -206,15 +229,26 @@ class ProxyApp:
         if path == "/health":
             return Response(status_code=200)
         match = _ROUTE.match(path)
-        if match is None:
+        if match is None or (match[1] is None and not self._unnamed):
             return _error(
                 404, f"{path} is not served here: use {EXPECTED}, one prefix per episode", "NotFoundError"
             )
-        if dict(scope["headers"]).get(b"authorization") != self._auth:  # before saying what is open
+        headers = dict(scope["headers"])
+        # before saying what is open
+        if headers.get(b"authorization") != self._auth and headers.get(b"x-api-key") != self._key:
             return _error(
                 401, "invalid API key: use the key the harness gave the episode", "AuthenticationError"
             )
-        route = self._lookup(match[1])
+        method, what = scope["method"], match[2]
+        if method != ("GET" if what == "models" else "POST"):
+            return _error(
+                405, f"{method} {path}: use {'GET' if what == 'models' else 'POST'}", "MethodNotAllowed"
+            )
+        at = time.time()
+        raw = b"" if what == "models" else await Request(scope, receive).body()
+        body = None if what == "models" else _json(raw)
+        named = headers.get(EPISODE_HEADER.encode())
+        route = self._lookup(match[1], named.decode(errors="replace") if named else None, body)
         if route is None:
             return _error(
                 404,
@@ -222,18 +256,17 @@ class ProxyApp:
                 "the harness gave the episode",
                 "NotFoundError",
             )
-        method = scope["method"]
-        if match[2] == "models":
-            if method != "GET":
-                return _error(405, f"{method} {path}: use GET", "MethodNotAllowed")
+        if what == "models":
             return await self._models(route, receive)
-        if method != "POST":
-            return _error(405, f"{method} {path}: use POST", "MethodNotAllowed")
-        return await self._chat(route, scope, receive, send)
+        if what == "messages":
+            return await self._messages(route, at, body, receive)
+        return await self._chat(route, at, raw, body, receive, send)
 
     # ---- forwarding -----------------------------------------------------------------------------------
-    def _target(self, route: Route, tail: str) -> tuple[str, dict[str, str]]:
+    async def _target(self, route: Route, tail: str) -> tuple[str, dict[str, str]]:
         """The upstream URL and headers (raises when the upstream endpoint is not up)."""
+        if self._prepare is not None:
+            await self._prepare(route)
         url = route.upstream.openai_url.rstrip("/")
         headers = {
             "authorization": f"Bearer {route.upstream.api_key}",
@@ -249,12 +282,13 @@ class ProxyApp:
         n = route.watch.count()
         at = time.time()
         try:
-            url, headers = self._target(route, "models")
+            url, headers = await self._target(route, "models")
         except Exception as exc:
             return self._unreachable(route, n, at, "models", exc)
         try:
             upstream = await _unless_gone(self._client.get(url, headers=headers), receive)
         except _ClientGone:
+            self._record(route, n, at, "models", None, 499, error=_GONE)
             return Response(status_code=499)
         except httpx.HTTPError as exc:
             status, message = _fault(exc, url, self.config.read_timeout_s)
@@ -269,18 +303,20 @@ class ProxyApp:
         self._record(route, n, at, path, None, 502, error=message)
         return _error(502, message, "BadGatewayError")
 
-    async def _chat(self, route: Route, scope: Scope, receive: Receive, send: Send) -> Response | None:
+    async def _chat(
+        self, route: Route, at: float, raw: bytes, body: Any, receive: Receive, send: Send
+    ) -> Response | None:
         assert self._client is not None
-        at = time.time()
-        raw = await Request(scope, receive).body()
-        body = _json(raw)
+        if (model := self.config.model) and isinstance(body, dict) and body.get("model") != model:
+            body = {**body, "model": model}
+            raw = orjson.dumps(body)
         stream = isinstance(body, dict) and body.get("stream") is True
         watch = route.watch
         n, answer = watch.request(body)
         if answer is not None:
             return self._stop(route, n, at, body, answer, stream)
         try:
-            url, headers = self._target(route, "chat/completions")
+            url, headers = await self._target(route, "chat/completions")
         except Exception as exc:
             return self._unreachable(route, n, at, "chat/completions", exc)
         headers["content-type"] = "application/json"
@@ -413,7 +449,85 @@ class ProxyApp:
         finally:
             await upstream.aclose()
 
-    def _stop(self, route: Route, n: int, at: float, body: Any, answer: StopAnswer, stream: bool) -> Response:
+    async def _messages(self, route: Route, at: float, request: Any, receive: Receive) -> Response:
+        """An Anthropic Messages request: translated, forwarded as one (non-streamed) chat
+        completion, its answer translated back (as events when the agent streams). The records
+        and the turn are the chat completion's, as for every other episode."""
+        assert self._client is not None
+        try:
+            body = anthropic.to_openai(request, self.config.model)
+        except anthropic.TranslationError as exc:
+            message = f"not a Messages request the proxy can translate: {exc}"
+            n = route.watch.count()  # an exchange, not a turn
+            self._record(route, n, at, "messages", None, 400, error=message, dialect="anthropic")
+            return _anthropic_error(400, message)
+        asked = str(request.get("model") or body["model"])
+        stream = request.get("stream") is True
+        watch = route.watch
+        n, answer = watch.request(body)
+        if answer is not None:
+            response = self._stop(route, n, at, body, answer, False, "anthropic")
+            reply = orjson.loads(response.body)
+            if response.status_code != 200:
+                return _anthropic_error(response.status_code, reply)
+            return _anthropic_reply(anthropic.to_message(reply, asked), stream)
+        try:
+            url, headers = await self._target(route, "chat/completions")
+        except Exception as exc:
+            self._unreachable(route, n, at, "chat/completions", exc)
+            return _anthropic_error(502, f"the upstream endpoint is not up: {type(exc).__name__}: {exc}")
+        started = time.monotonic()
+        try:
+            upstream = await _unless_gone(self._client.post(url, json=body, headers=headers), receive)
+        except _ClientGone:
+            self._record(route, n, at, "chat/completions", body, 499, error=_GONE, dialect="anthropic")
+            return Response(status_code=499)
+        except httpx.HTTPError as exc:
+            status, message = _fault(exc, url, self.config.read_timeout_s)
+            self._record(route, n, at, "chat/completions", body, status, error=message, dialect="anthropic")
+            return _anthropic_error(status, message)
+        parsed = _json(upstream.content)
+        turn = None
+        if upstream.status_code == 200:
+            problem = None if isinstance(parsed, dict) else "the upstream's body is not a JSON object"
+            turn = watch.response(n, body, parsed if isinstance(parsed, dict) else None, problem)
+        self._record(
+            route,
+            n,
+            at,
+            "chat/completions",
+            body,
+            upstream.status_code,
+            response=parsed,
+            raw=upstream.content,
+            upstream_s=time.monotonic() - started,
+            turn=turn,
+            dialect="anthropic",
+        )
+        if upstream.status_code != 200:
+            return _anthropic_error(
+                upstream.status_code, parsed if parsed is not _NOT_JSON else _text(upstream.content, 500)
+            )
+        if (
+            not isinstance(parsed, dict)
+            or not isinstance(parsed.get("choices"), list)
+            or not parsed["choices"]
+        ):
+            return _anthropic_error(
+                502, f"the upstream's answer is not a chat completion: {_text(upstream.content, 200)!r}"
+            )
+        return _anthropic_reply(anthropic.to_message(parsed, asked), stream)
+
+    def _stop(
+        self,
+        route: Route,
+        n: int,
+        at: float,
+        body: Any,
+        answer: StopAnswer,
+        stream: bool,
+        dialect: str = "openai",
+    ) -> Response:
         """The answer once the episode's loop is certain (the request is not forwarded)."""
         loop = route.watch.loop
         why = (
@@ -440,12 +554,22 @@ class ProxyApp:
                 stream=stream,
                 response=payload,
                 by_proxy=True,
+                dialect=dialect,
             )
             return JSONResponse(payload, status_code=answer.status)
         model = str(body.get("model") or "") if isinstance(body, dict) else ""
         completion = _stop_completion(answer, model)
         self._record(
-            route, n, at, "chat/completions", body, 200, stream=stream, response=completion, by_proxy=True
+            route,
+            n,
+            at,
+            "chat/completions",
+            body,
+            200,
+            stream=stream,
+            response=completion,
+            by_proxy=True,
+            dialect=dialect,
         )
         if stream:
             return Response(_as_events(completion), media_type="text/event-stream")
@@ -467,6 +591,7 @@ class ProxyApp:
         turn: int | None = None,
         error: str | None = None,
         by_proxy: bool = False,
+        dialect: str = "openai",
     ) -> None:
         not_json = response is _NOT_JSON
         route.watch.record(
@@ -483,9 +608,20 @@ class ProxyApp:
                 error=error,
                 upstream_s=upstream_s,
                 took_s=time.time() - at,
+                dialect=dialect,
                 turn=turn,
             )
         )
+
+
+def _anthropic_error(status: int, body: Any) -> JSONResponse:
+    return JSONResponse(anthropic.to_error(status, body), status_code=status)
+
+
+def _anthropic_reply(message: dict[str, Any], stream: bool) -> Response:
+    if stream:
+        return Response(anthropic.to_events(message), media_type="text/event-stream")
+    return JSONResponse(message)
 
 
 _GONE = "the client disconnected before its answer (the upstream request was cancelled)"

@@ -137,6 +137,11 @@ class ProxyConfig(BaseModel):
     )
     max_connections: int = Field(1024, ge=1, description="Upstream connections at most (pooled).")
     shutdown_grace_s: float = Field(2.0, ge=0, description="Stopping waits this long for requests in flight.")
+    model: str | None = Field(
+        None,
+        description="The model name sent upstream in place of the one each request names (agents "
+        "hard-code theirs); None: as the request names it.",
+    )
     record_body_chars: int = Field(
         65_536, ge=0, description="A malformed upstream body is recorded up to this many characters."
     )

@@ -37,6 +37,9 @@ class Exchange(BaseModel):
     upstream_s: float = Field(0.0, description="Seconds from forwarding to the upstream's last byte.")
     took_s: float = Field(0.0, description="Seconds from the request's arrival to its answer's end.")
     turn: int | None = Field(None, description="The turn this answer became (None: not a turn).")
+    dialect: Literal["openai", "anthropic"] = Field(
+        "openai", description="What the agent spoke (anthropic: its Messages request, recorded translated)."
+    )
 
 
 class TurnRecord(BaseModel):

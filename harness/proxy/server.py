@@ -100,7 +100,11 @@ class EpisodeEndpoint:
 class Proxy:
     """The model-call proxy in a background thread: ``start()``, ``episode(...)``, ``stop()``."""
 
-    def __init__(self, upstream: ModelEndpoint | None = None, config: ProxyConfig | None = None) -> None:
+    unnamed = False  # serve paths without an episode prefix (a subclass's _route attributes them)
+
+    def __init__(
+        self, upstream: ModelEndpoint | None = None, config: ProxyConfig | None = None, *, port: int = 0
+    ) -> None:
         self.upstream = upstream
         self.config = config or ProxyConfig()
         self.api_key = f"harness-proxy-{secrets.token_urlsafe(18)}"
@@ -110,9 +114,13 @@ class Proxy:
         # IPPROTO_TCP named: asyncio sets TCP_NODELAY on accepted connections only for such a
         # socket; without it a response's head and body (two writes) wait out a 40 ms delayed ACK.
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        self._sock.bind(("127.0.0.1", 0))
+        try:
+            self._sock.bind(("127.0.0.1", port))
+        except OSError as exc:
+            self._sock.close()
+            raise HarnessError(f"port {port} on 127.0.0.1 cannot be used: {exc.strerror}") from None
         self.port = int(self._sock.getsockname()[1])
-        app = ProxyApp(lambda slug: self._routes.get(slug), self.api_key, self.config)
+        app = ProxyApp(self._route, self.api_key, self.config, unnamed=self.unnamed, prepare=self._prepare)
         self._server = uvicorn.Server(
             uvicorn.Config(
                 app,
@@ -131,6 +139,12 @@ class Proxy:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    def _route(self, slug: str | None, named: str | None, body: object) -> _Route | None:
+        """A request's episode: the open one its path names (the app's lookup)."""
+        return self._routes.get(slug) if slug is not None else None
+
+    _prepare = None  # an async hook run before each forward (a subclass's on-demand upstream)
 
     @property
     def cpu_s(self) -> float:

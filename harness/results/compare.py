@@ -98,6 +98,8 @@ class Comparison(BaseModel):
     both_failed: int
     loop_rate: RateChange
     loop_rates: dict[str, RateChange]
+    # episodes whose varied attempts kept getting the same failure back (not loops; not in loop_rate)
+    stall_rate: RateChange | None = None
     format_errors_per_turn: dict[str, RateChange]
     power: Power
     notes: list[str]
@@ -306,6 +308,7 @@ def compare(
             k: _change((ea["loop_kind"] == k).mean(), (eb["loop_kind"] == k).mean())
             for k in sorted(set(ea["loop_kind"].dropna()) | set(eb["loop_kind"].dropna()))
         },
+        stall_rate=_change(ea["stalled"].mean(), eb["stalled"].mean()),
         format_errors_per_turn=_format_changes(ea, eb),
         power=paired_power(
             paired_spread(da[da["task_id"].isin(common)], db[db["task_id"].isin(common)]),

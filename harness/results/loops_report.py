@@ -1,11 +1,12 @@
-"""`harness loops`: a row per episode (loop kind, onset, period, repeats, waste) and totals."""
+"""`harness loops`: a row per episode (loop kind, onset, period, repeats, waste; a stall beside it)
+and totals."""
 
 from collections import Counter
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from harness.monitor import LoopConfig, detect_loops
+from harness.monitor import LoopConfig, StallFinding, detect_loops, detect_stall
 from harness.results.trajectories import ReadResult, Trajectory, scan_trajectories
 
 
@@ -24,12 +25,15 @@ class LoopRow(BaseModel):
     turns_after_onset: int
     tokens_after_onset: int | None  # None when the source has no token counts
     error: str | None
+    # varied attempts getting the same failure back: reported beside loops, never one
+    stall: StallFinding | None = None
 
 
 class LoopTotals(BaseModel):
     episodes: int
     looping: int
     by_kind: dict[str, int]
+    stalled: int = 0  # episodes with a stall (not counted in looping)
     turns: int
     turns_after_onset: int
     tokens_after_onset: int
@@ -64,6 +68,7 @@ def _row(t: Trajectory, config: LoopConfig | None) -> LoopRow:
         turns_after_onset=len(after),
         tokens_after_onset=tokens if finding else 0,
         error=t.error,
+        stall=detect_stall(t.turns),
     )
 
 
@@ -73,6 +78,7 @@ def _report(result: ReadResult, rows: list[LoopRow]) -> LoopsReport:
         episodes=len(rows),
         looping=sum(kinds.values()),
         by_kind=dict(kinds),
+        stalled=sum(1 for r in rows if r.stall is not None),
         turns=sum(r.turns for r in rows),
         turns_after_onset=sum(r.turns_after_onset for r in rows),
         tokens_after_onset=sum(r.tokens_after_onset or 0 for r in rows),

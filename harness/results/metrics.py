@@ -135,7 +135,9 @@ def _one_model(run: RunData, model: str, seeds: pd.DataFrame) -> ModelMetrics:
     errors = int((frame["status"] == "error").sum())
     unverified = int((~frame["verified"]).sum())
     resolve: Estimate | None = None
-    if done.empty:
+    if done.empty and run.manifest.get("kind") == "proxy":
+        notes.append("recorded by harness proxy: no tests ran, no resolve rate")
+    elif done.empty:
         notes.append("no verified episode: no resolve rate (run harness eval again to verify)")
     elif errors == len(done):
         notes.append(f"all {errors} episodes ended in error: no resolve rate (see the error column)")

@@ -322,6 +322,22 @@ def _markdown(
             if r.loop
         ]
         parts.append("")
+    stalled = [r for r in run.records() if r.stall]
+    if stalled:
+        parts += [
+            "## Stalls (not loops)",
+            "",
+            "Varied attempts that kept getting the same failure back: still trying, so not in the loop "
+            "rate, but worth a look.",
+            "",
+        ]
+        parts += [
+            f"- `{episode_id(r)}`: the same failure x{r.stall.repeats} from turn {r.stall.start_turn}, "
+            f"{r.stall.attempts} different attempts (`harness show {run.root} {episode_id(r)}`): {r.stall.unit}"
+            for r in stalled
+            if r.stall
+        ]
+        parts.append("")
     return "\n".join(parts)
 
 

@@ -198,6 +198,7 @@ def _latest(records: list[EpisodeRecord]) -> tuple[list[EpisodeRecord], pd.DataF
     loops = [r.__dict__["loop"] for r in latest]
     frame["loop_kind"] = [loop.kind.value if loop else None for loop in loops]
     frame["loop_start"] = [loop.start_turn if loop else None for loop in loops]
+    frame["stalled"] = [r.__dict__["stall"] is not None for r in latest]
     frame["tokens"] = frame["prompt_tokens"] + frame["completion_tokens"]
     return latest, frame
 
@@ -211,6 +212,8 @@ def _check_complete(
             f"{len(infra)} episode(s) failed on the infrastructure (infra_error: server, connection, disk or "
             "container) after their retries: not scored; run the same harness eval command again to rerun them"
         )
+    if manifest.get("kind") == "proxy":  # harness proxy: watched agents, no tests, no plan
+        return
     unverified = frame[~frame["verified"] & (frame["status"] != "infra_error")]
     if len(unverified):
         warnings.append(

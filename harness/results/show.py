@@ -91,6 +91,8 @@ def episodes_table(run: RunData, records: list[EpisodeRecord], matched: int | No
     for r in records:
         fmt = markup(", ".join(f"{k} {v}" for k, v in sorted(r.format_errors.items())) or "-")
         loop = f"{r.loop.kind.value} @ turn {r.loop.start_turn}" if r.loop else "-"
+        if r.stall is not None:
+            loop += f"\n(stall @ turn {r.stall.start_turn}, x{r.stall.repeats})"
         t.add_row(
             markup(episode_id(r)),
             r.status,
@@ -180,6 +182,17 @@ def episode_renderables(view: EpisodeView, *, show_all: bool = False) -> list[Re
             )
         )
     items += [Text(clean(n), style="yellow") for n in view.notes]
+    if r.stall is not None:
+        s = r.stall
+        items.append(
+            Text(
+                clean(
+                    f"stall (not a loop): from turn {s.start_turn}, the same failure x{s.repeats} to "
+                    f"{s.attempts} different attempts: {s.unit}"
+                ),
+                style="yellow",
+            )
+        )
     turns = view.turns
     onset = view.onset_index
     if r.loop:

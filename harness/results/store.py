@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.errors import HarnessError
-from harness.monitor import LoopFinding, Turn
+from harness.monitor import LoopFinding, StallFinding, Turn
 from harness.paths import absolute
 from harness.results.run_files import read_run_file, run_lines
 from harness.results.run_lock import lock_run_dir
@@ -62,6 +62,11 @@ class EpisodeRecord(BaseModel):
     format_errors: dict[str, int]
     repairs: dict[str, int] = {}
     loop: LoopFinding | None
+    stall: StallFinding | None = Field(
+        None,
+        description="Varied attempts that kept getting the same failure back: reported, never a loop "
+        "(not in the loop rate, never stopped an episode).",
+    )
     prompt_tokens: int
     completion_tokens: int
     wall_s: float

@@ -7,9 +7,13 @@ Sources:
   0.x shape (``action``/``observation`` events, flat or paired) or the SDK shape (``kind`` events);
 - mini-swe-agent trajectories (``*.traj.json``: ``messages`` in the chat format, v1 text with a
   fenced bash block per response or v2 tool calls), or a folder of them (a batch run's output);
-- SWE-agent trajectories (``*.traj``: a ``trajectory`` list of thought/action/observation steps),
-  or a folder of them.
-Bad lines become counted warnings naming the line; unreadable or unknown input is a HarnessError.
+- SWE-agent trajectories (``*.traj``: a ``trajectory`` list of thought/action/observation steps,
+  or, where that is missing or empty, the ``history`` of chat messages), or a folder of them;
+- ATIF trajectories (Harbor's format: ``schema_version`` ATIF-v1.x and ``steps``; any ``.json``
+  file, or a folder of ``*.atif.json`` / Harbor's ``trajectory.json``).
+Bad lines become counted warnings naming the line, and so does an episode that yields no turn
+(naming what was expected); unreadable or unknown input, or input with not one turn in it, is a
+HarnessError.
 """
 
 import json
@@ -27,6 +31,7 @@ from harness.episodes.openhands.turns_from_events import SdkTurnAssembler, text_
 from harness.errors import HarnessError
 from harness.monitor.records import ToolCall, Turn
 from harness.results._gc import gc_paused
+from harness.results.atif import atif_episode_name, is_atif, turns_from_atif
 from harness.results.run_files import (
     MAX_LINE_BYTES,
     RunFileError,
@@ -152,6 +157,8 @@ def _output_jsonl(path: Path, result: ReadResult) -> Iterator[Trajectory]:
             )
             result.skipped_lines += 1
             continue
+        if not turns:
+            result.warnings.append(f"{path}:{number}: no turn read: expected {_EXPECTED['openhands-output']}")
         error = line.get("error")
         yield Trajectory(
             episode=episode, source=f"{path}:{number}", turns=turns, error=str(error) if error else None
@@ -187,9 +194,13 @@ def _conversation_dirs(conv_dirs: list[Path], result: ReadResult) -> Iterator[Tr
                 continue
             if isinstance(data, dict):
                 events.append(data)
-        yield Trajectory(
-            episode=conv_dir.name, source=str(conv_dir), turns=_sdk_turns(events, _usage_from_state(conv_dir))
-        )
+        turns = _sdk_turns(events, _usage_from_state(conv_dir))
+        if not turns:
+            result.warnings.append(
+                f"{conv_dir}: no turn read: expected the agent's action events in events/*.json "
+                f"({len(events)} event(s) there)"
+            )
+        yield Trajectory(episode=conv_dir.name, source=str(conv_dir), turns=turns)
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -315,16 +326,65 @@ def _swe_agent_turns(doc: dict[str, Any]) -> list[Turn]:
     return turns
 
 
+def _chat_history_turns(history: list[Any]) -> list[Turn]:
+    """A SWE-agent ``history`` (chat messages: ``role``, ``content``, and on an assistant message
+    its parsed ``action`` or native ``tool_calls``): each assistant message is a turn, the user or
+    tool messages after it its observation. Demonstrations (``is_demo``) are not the agent's.
+    A response without an action ran nothing (SWE-agent answers it with its format error)."""
+    turns: list[dict[str, Any]] = []
+    for m in history:
+        if not isinstance(m, dict) or m.get("is_demo"):
+            continue
+        role, text = m.get("role"), text_of(m.get("content"))
+        if role == "assistant":
+            calls = _mini_calls(m, text, re.compile(r"(?!x)x"))  # native tool calls, if any
+            if not calls and (action := str(m.get("action") or "").strip()):
+                calls = [_bash(action)]
+            turns.append(
+                {
+                    "index": len(turns),
+                    "text": str(m.get("thought") or text),
+                    "tool_calls": calls,
+                    "finish_reason": "tool_calls" if calls else "stop",
+                    "observation": "",
+                    "observation_is_error": not calls,
+                }
+            )
+        elif role in ("user", "tool") and turns:
+            turn = turns[-1]
+            turn["observation"] = f"{turn['observation']}\n{text}" if turn["observation"] else text
+    return [Turn.model_validate(t) for t in turns]
+
+
+def _chat_messages(history: list[Any]) -> bool:
+    first = next((h for h in history if isinstance(h, dict)), None)
+    return first is not None and "role" in first and "kind" not in first and "action" not in first
+
+
+# What each document format holds turns in, for a document that yields none.
+_EXPECTED = {
+    "mini-swe-agent": "assistant messages in `messages`",
+    "swe-agent": "steps in `trajectory` or assistant messages in `history`",
+    "openhands-output": "agent actions in `history` (OpenHands 0.x action/observation events or SDK events)",
+    "atif": "agent steps in `steps`",
+}
+
+
 def _document_turns(doc: Any) -> tuple[str, list[Turn]] | None:
     """(format, turns) of one JSON trajectory document, or None when it is none of the known ones."""
     if not isinstance(doc, dict):
         return None
+    if is_atif(doc):  # Harbor's trajectories (and harness export-atif's)
+        return "atif", turns_from_atif(doc)
     if isinstance(doc.get("messages"), list):
         return "mini-swe-agent", _mini_swe_agent_turns(doc)
-    if isinstance(doc.get("trajectory"), list):
+    trajectory, history = doc.get("trajectory"), doc.get("history")
+    if isinstance(trajectory, list) and (trajectory or not isinstance(history, list) or not history):
         return "swe-agent", _swe_agent_turns(doc)
-    if isinstance(doc.get("history"), list):  # one OpenHands evaluation instance, pretty-printed
-        return "openhands-output", _history_turns(doc["history"])
+    if isinstance(history, list) and _chat_messages(history):  # SWE-agent's messages (no steps kept)
+        return "swe-agent", _chat_history_turns(history)
+    if isinstance(history, list):  # one OpenHands evaluation instance, pretty-printed
+        return "openhands-output", _history_turns(history)
     return None
 
 
@@ -356,10 +416,13 @@ def _json_documents(paths: list[Path], result: ReadResult) -> Iterator[Trajector
         if read is None:
             result.skipped_lines += 1
             result.warnings.append(
-                f"{path}: unknown format: expected mini-swe-agent `messages` or SWE-agent `trajectory`; skipped"
+                f"{path}: unknown format: expected mini-swe-agent `messages`, SWE-agent `trajectory` or "
+                "ATIF `schema_version` and `steps`; skipped"
             )
             continue
         fmt, turns = read
+        if not turns:
+            result.warnings.append(f"{path}: no turn read: expected {_EXPECTED[fmt]}")
         if fmt not in formats:
             formats.append(fmt)
             result.format = "+".join(formats)
@@ -367,7 +430,7 @@ def _json_documents(paths: list[Path], result: ReadResult) -> Iterator[Trajector
         if exception := info.get("exception_str"):  # mini-swe-agent: the run ended on an exception
             error = f"{info.get('exit_status') or 'error'}: {exception}"
         yield Trajectory(
-            episode=_episode_name(path, doc),
+            episode=atif_episode_name(path, doc) if fmt == "atif" else _episode_name(path, doc),
             source=str(path),
             turns=turns,
             error=str(error) if error else None,
@@ -483,9 +546,15 @@ def _source(path: Path) -> _Source:
     trajs = sorted(p for p in path.glob("**/*.traj*") if p.name.endswith(_TRAJ_SUFFIXES) and p.is_file())
     if trajs:
         return "json-trajectory", partial(_json_documents, trajs), path
+    # ATIF: harness export-atif's *.atif.json, Harbor's <trial>/agent/trajectory.json
+    atif = sorted(
+        p for p in path.glob("**/*.json") if p.name.endswith(".atif.json") or p.name == "trajectory.json"
+    )
+    if atif:
+        return "json-trajectory", partial(_json_documents, atif), path
     raise HarnessError(
         f"{path}: unknown format: no episodes.jsonl, output.jsonl, OpenHands conversation (events/), "
-        "mini-swe-agent *.traj.json or SWE-agent *.traj inside"
+        "mini-swe-agent *.traj.json, SWE-agent *.traj or ATIF (*.atif.json, trajectory.json) inside"
     )
 
 
@@ -503,8 +572,15 @@ def scan_trajectories[T](path: Path, each: Callable[[Trajectory], T]) -> tuple[R
     """
     fmt, read, empty_at = _source(path)
     result = ReadResult(format=fmt)
+    turns = 0
+
+    def counted(t: Trajectory) -> T:
+        nonlocal turns
+        turns += len(t.turns)
+        return each(t)
+
     try:
-        out = [each(t) for t in read(result)]
+        out = [counted(t) for t in read(result)]
     except _RunIndexInstead as switch:  # what was read of the file so far does not count
         fmt, read, empty_at = _run_source(switch.run_dir)
         result = ReadResult(format=fmt)
@@ -512,6 +588,11 @@ def scan_trajectories[T](path: Path, each: Callable[[Trajectory], T]) -> tuple[R
     if empty_at is not None and not out:
         first = f"; the first: {result.warnings[0]}" if result.warnings else ""
         raise HarnessError(f"{empty_at}: no readable episode ({result.skipped_lines} lines skipped){first}")
+    # Another tool's output with not one turn in it was not understood (a harness run's episodes
+    # may all have ended before their first turn: those are its records, read as they are).
+    if fmt != "harness-run" and out and not turns:
+        first = f": {result.warnings[0]}" if result.warnings else ""
+        raise HarnessError(f"{path}: no turn read from its {len(out)} episode(s){first}")
     return result, out
 
 

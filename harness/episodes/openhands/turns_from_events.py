@@ -194,25 +194,38 @@ def _usage(ev: dict[str, Any]) -> dict[str, int | None]:
     return {"prompt_tokens": usage.get("prompt_tokens"), "completion_tokens": usage.get("completion_tokens")}
 
 
+def _sourced(ev: dict[str, Any]) -> dict[str, Any]:
+    """An event of the early (~0.9) form, whose arguments sit beside ``action`` with no ``source``
+    or ``args``, in the later form. Every action but a message is the agent's; a message is the
+    agent's when it waits for an answer (the user's task does not)."""
+    if "action" not in ev or "source" in ev or "args" in ev:
+        return ev
+    agent = ev["action"] != "message" or ev.get("wait_for_response") is True
+    args = {k: v for k, v in ev.items() if k not in ("action", "action_risk", "is_confirmed", "keep_prompt")}
+    return {"action": ev["action"], "source": "agent" if agent else "user", "args": args}
+
+
 def turns_from_v0_history(history: list[Any]) -> list[Turn]:
     """OpenHands 0.x evaluation history (flat events or [action, observation] pairs) -> turns."""
     flat: list[dict[str, Any]] = []
     for item in history:
         if isinstance(item, list | tuple):
-            flat += [e for e in item if isinstance(e, dict)]
+            flat += [_sourced(e) for e in item if isinstance(e, dict)]
         elif isinstance(item, dict):
-            flat.append(item)
+            flat.append(_sourced(item))
     b = _Builder()
     by_response: dict[str, dict[str, Any]] = {}
     last: dict[str, Any] | None = None
-    for ev in flat:
+    for position, ev in enumerate(flat):
         if ev.get("source") == "agent" and ev.get("action") and ev.get("action") not in ("system", "recall"):
             args = ev.get("args") or {}
             meta = ev.get("tool_call_metadata")
             if ev["action"] == "message" and not meta:
                 last = b.new(text=str(args.get("content") or ev.get("message") or ""), finish_reason="stop")
                 continue
-            response_id = str(((meta or {}).get("model_response") or {}).get("id") or ev.get("id"))
+            # an event without an id (the early form) is its own response
+            own = ev.get("id") if ev.get("id") is not None else f"#{position}"
+            response_id = str(((meta or {}).get("model_response") or {}).get("id") or own)
             turn = by_response.get(response_id)
             if turn is None:
                 turn = b.new(text=str(args.get("thought") or ""), finish_reason="tool_calls", **_usage(ev))
