@@ -394,7 +394,7 @@ def cmd_tasks_verify(args: argparse.Namespace) -> int:
         runtime=config.runtime,
         sandbox=config.sandbox,
         skip_unsupported=config.skip_unsupported,
-        concurrency=config.concurrency,
+        concurrency=config.fixed_concurrency(),
         task=config.task,
         limit=config.limit,
     )

@@ -11,8 +11,10 @@ A scrape is one HTTP GET of ~56 KB on loopback and a line scan of it (about 1 ms
 thread costs well under 1% of a core at the 2 s default (bench/scrape_overhead.py).
 """
 
+import contextlib
 import threading
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import httpx
@@ -31,7 +33,16 @@ MAX_FAILURES = 3
 class MetricsScraper:
     """Scrapes one server's /metrics on a daemon thread; `stop()` ends it and records why."""
 
-    def __init__(self, url: str, run_dir: Path, server: str, interval: float = 2.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        run_dir: Path,
+        server: str,
+        interval: float = 2.0,
+        listeners: Sequence[Callable[[MetricsSample], None]] = (),
+    ) -> None:
+        """``listeners``: called with every sample, on the scraper's thread (the admission gate);
+        read at each scrape, so a list the caller changes later counts from then on."""
         if interval <= 0:
             raise ValueError(f"scrape interval must be positive, got {interval}")
         self.url = url
@@ -39,6 +50,7 @@ class MetricsScraper:
         self.server = server
         self.interval = interval
         self.samples = 0
+        self.listeners = listeners
         # Busy seconds by the timeline's own rule (results/timeline.py): a sample's interval is busy
         # when a request runs or waits at it, or tokens were generated since the one before.
         self.busy_s = 0.0
@@ -108,6 +120,9 @@ class MetricsScraper:
                         self._write(sample)
                         self._count_busy(sample)
                         self.samples += 1
+                        for listener in list(self.listeners):
+                            with contextlib.suppress(Exception):  # a listener never stops the timeline
+                                listener(sample)
                 if failures >= MAX_FAILURES:
                     if self._halt.is_set():
                         return
