@@ -50,6 +50,17 @@ def test_holds_in_the_band_and_when_one_more_would_fill_it() -> None:
     assert (d.action, d.limit) == ("hold", 2) and "~82%" in d.reason
 
 
+def test_does_not_grow_ahead_of_load_it_has_not_seen() -> None:
+    """Five episodes just admitted, one request under way: 0.14 of the cache now, but five (and one
+    more) of that size would be 0.84; no request at all: nothing to size one by."""
+    ctl = AdmissionController(start=5, cap=8)
+    d = ctl.decide(5, sample(0, 0.14, running=1))
+    assert (d.action, d.limit) == ("hold", 5) and "6 requests of the average size" in d.reason
+    d = ctl.decide(5, sample(2, 0.0, running=0))
+    assert (d.action, d.limit) == ("hold", 5) and "no request running" in d.reason
+    assert ctl.decide(5, sample(4, 0.3, running=5)).action == "grow"  # all five seen: 0.36 with a sixth
+
+
 def test_sheds_on_a_preemption_and_recovers_once_the_queue_drains() -> None:
     ctl = AdmissionController(start=6, cap=16)
     rows = [
@@ -59,12 +70,12 @@ def test_sheds_on_a_preemption_and_recovers_once_the_queue_drains() -> None:
         (0.93, 2, 3),  # still full: hold (no new preemption, no second shed)
         (0.95, 1, 5),  # new preemptions: shed again
         (0.70, 0, 5),  # drained: nothing waits, under 0.8
-        (0.50, 0, 5),  # room again: grow
+        (0.50, 0, 5),  # room again: grow (4 running: 0.125 each, 0.625 with a fifth)
     ]
     decisions = []
     admitted = 6
     for i, (kv, waiting, pre) in enumerate(rows):
-        d = ctl.decide(admitted, sample(2.0 * i, kv, waiting, 4, pre))
+        d = ctl.decide(admitted, sample(2.0 * i, kv, waiting, 4, pre))  # 4 requests running
         decisions.append((d.action, d.limit))
         admitted = min(admitted, d.limit) if d.action == "drained" else admitted
     assert decisions == [
@@ -124,10 +135,10 @@ def test_ignores_a_missing_or_malformed_scrape(bad: LoadSample | None) -> None:
 
 def test_a_restarted_server_is_a_new_baseline_not_a_preemption() -> None:
     ctl = AdmissionController(start=4, cap=8)
-    assert ctl.decide(4, sample(0, 0.3, pre=7)).action == "grow"  # counts from before it watched
-    d = ctl.decide(5, sample(2, 0.3, pre=0))  # the counter reset: a new server
+    assert ctl.decide(4, sample(0, 0.3, running=4, pre=7)).action == "grow"  # counts from before it watched
+    d = ctl.decide(5, sample(2, 0.3, running=5, pre=0))  # the counter reset: a new server
     assert d.action == "grow" and d.preemptions == 0
-    assert ctl.decide(6, sample(4, 0.3, pre=2)).action == "shed"
+    assert ctl.decide(6, sample(4, 0.3, running=6, pre=2)).action == "shed"
 
 
 def test_policy_thresholds_must_be_ordered() -> None:

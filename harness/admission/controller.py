@@ -7,8 +7,10 @@ fullest. The controller admits episodes by the server's own gauges, every scrape
 ``MetricsSample``, about every 2 s), the rules the open RL rollout stacks use:
 
 - grow (one more episode) while the KV cache is below ``grow_below`` (0.6), nothing waits, the
-  limit is in use (every admitted slot taken) and one more episode of the current average size
-  would still leave the cache under ``hold_below`` (0.8);
+  limit is in use (every admitted slot taken) and the episodes in flight plus one, each holding a
+  request of the running ones' average size at once, would still leave the cache under
+  ``hold_below`` (0.8): episodes that have not sent a request yet (their KV not visible) and
+  those running a tool count too, so the limit does not run ahead of the load it has not seen;
 - hold between the two;
 - shed at ``shed_at`` (0.9), on any new preemption, or when requests have waited
   ``waiting_persists`` scrapes in a row: the limit drops below the episodes in flight, so that
@@ -162,8 +164,14 @@ class AdmissionController:
             return out("hold", f"at the cap ({self.cap})")
         if admitted < self.limit:
             return out("hold", f"{admitted} of {self.limit} admitted")
-        projected = kv * (admitted + 1) / max(admitted, 1)
+        if sample.running < 1:
+            return out("hold", "no request running: nothing to size one more by")
+        # Every episode in flight (and one more) holding a request of today's average size at once:
+        # an episode that has not sent its first request yet, or is running a tool, counts too.
+        projected = kv / sample.running * (admitted + 1)
         if projected >= p.hold_below:
-            return out("hold", f"one more would take the KV cache to ~{100 * projected:.0f}%")
+            return out(
+                "hold", f"{admitted + 1} requests of the average size would fill ~{100 * projected:.0f}%"
+            )
         self.limit += 1
         return out("grow", f"KV cache {100 * kv:.0f}%, nothing waits")
