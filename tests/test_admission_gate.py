@@ -200,3 +200,13 @@ def test_auto_without_metrics_keeps_the_sandboxes_capacity_and_says_so_once(tmp_
     assert flying and max(flying) == 3 and max(flying) <= 3, done.stderr
     lines = [json.loads(x) for x in (run / ADMISSION_FILE).read_text().splitlines()]
     assert [(x["action"], x["limit"]) for x in lines] == [("start", 3)]
+
+
+def test_plan_says_where_auto_starts_and_why() -> None:
+    done = run_harness("plan", "--model", "smollm2-135m", "--gpu", "cpu")
+    assert done.returncode == 0, done.stderr
+    said = [x for x in done.stdout.splitlines() if x.startswith("concurrency auto")]
+    assert len(said) == 1, done.stdout
+    assert "11 full-length sequences fit the KV cache; --max-num-seqs 11;" in said[0], said
+    assert re.search(r"starts at \d+ episode\(s\) per server on this host, at most \d+", said[0]), said
+    assert re.search(r"\d+ sandbox(es)? fits? the host \(\d+ cores / 2 per episode", said[0]), said

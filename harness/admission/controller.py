@@ -27,7 +27,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["Action", "AdmissionController", "AdmissionPolicy", "Decision", "LoadSample"]
+__all__ = [
+    "ADMISSION_FILE",
+    "Action",
+    "AdmissionController",
+    "AdmissionPolicy",
+    "AdmissionRecord",
+    "Decision",
+    "LoadSample",
+]
 
 Action = Literal["start", "grow", "hold", "shed", "drained", "ignore"]
 
@@ -80,6 +88,7 @@ class Decision(BaseModel):
 
     t: float
     limit: int = Field(description="Episodes that may be in flight from now on.")
+    cap: int = Field(description="The most the limit may reach.")
     admitted: int = Field(description="Episodes in flight when it decided.")
     action: Action
     reason: str
@@ -87,6 +96,15 @@ class Decision(BaseModel):
     running: float | None = None
     waiting: float | None = None
     preemptions: float | None = Field(None, description="New preemptions since the previous scrape.")
+
+
+ADMISSION_FILE = "admission.jsonl"  # the run's decisions, beside server_metrics.jsonl
+
+
+class AdmissionRecord(Decision):
+    """A line of admission.jsonl: a decision and the server it was for."""
+
+    server: str
 
 
 class AdmissionController:
@@ -104,14 +122,16 @@ class AdmissionController:
 
     def first(self, t: float, reason: str) -> Decision:
         """The starting limit, as a record."""
-        return Decision(t=t, limit=self.limit, admitted=0, action="start", reason=reason)
+        return Decision(t=t, limit=self.limit, cap=self.cap, admitted=0, action="start", reason=reason)
 
-    def decide(self, admitted: int, sample: LoadSample | None) -> Decision:
-        """The limit after this scrape, with ``admitted`` episodes in flight."""
+    def decide(self, admitted: int, sample: LoadSample | None, t: float = 0.0) -> Decision:
+        """The limit after this scrape, with ``admitted`` episodes in flight; ``t``: the time its
+        record carries when the scrape has none (missing or malformed)."""
         if sample is None or sample.malformed():
             return Decision(
-                t=sample.t if sample is not None and math.isfinite(sample.t) else 0.0,
+                t=sample.t if sample is not None and math.isfinite(sample.t) else t,
                 limit=self.limit,
+                cap=self.cap,
                 admitted=admitted,
                 action="ignore",
                 reason="no scrape" if sample is None else "malformed scrape",
@@ -128,6 +148,7 @@ class AdmissionController:
             return Decision(
                 t=sample.t,
                 limit=self.limit,
+                cap=self.cap,
                 admitted=admitted,
                 action=action,
                 reason=reason,

@@ -18,7 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from harness._text import markup
-from harness.admission.controller import AdmissionController, Decision, LoadSample
+from harness.admission.controller import (
+    ADMISSION_FILE,
+    AdmissionController,
+    AdmissionRecord,
+    Decision,
+    LoadSample,
+)
 from harness.admission.start import AutoStart, auto_start, host_room, sandbox_capacity
 from harness.progress import console
 from harness.seam import ModelEndpoint
@@ -27,18 +33,19 @@ from harness.server.metrics_records import MetricsSample
 if TYPE_CHECKING:
     from harness.eval_config import EvalConfig
 
-__all__ = ["ADMISSION_FILE", "Admission", "AdmissionRecord", "LoadSource", "admission_for", "planned_start"]
+__all__ = [
+    "ADMISSION_FILE",
+    "Admission",
+    "AdmissionRecord",
+    "LoadSource",
+    "admission_for",
+    "auto_admission",
+    "planned_start",
+]
 
-ADMISSION_FILE = "admission.jsonl"
 _WAIT_S = 0.2  # a waiting worker looks at the run's stop this often
 
 Listener = Callable[[MetricsSample], None]
-
-
-class AdmissionRecord(Decision):
-    """A line of admission.jsonl: a decision and the server it was for."""
-
-    server: str
 
 
 @runtime_checkable
@@ -105,6 +112,14 @@ class Admission:
             self._cond.notify_all()
         self._say()
 
+    def set_in_flight(self, n: int) -> int:
+        """The episodes in flight as someone else counts them (a Ray replica's, by the driver);
+        the limit now."""
+        with self._cond:
+            self.in_flight = n
+            self.peak = max(self.peak, n)
+            return self.limit
+
     # ---- the scraper's side ----------------------------------------------------------------------
     def watch(self, endpoint: ModelEndpoint) -> bool:
         """Follow ``endpoint``'s scrapes (False: it has none to follow)."""
@@ -129,7 +144,7 @@ class Admission:
                         preemptions=sample.preemptions,
                     )
                 )
-                decision = self.controller.decide(self.in_flight, load)
+                decision = self.controller.decide(self.in_flight, load, t=time.time())
                 self.limit = decision.limit
                 self._cond.notify_all()
             else:
@@ -165,17 +180,19 @@ class Admission:
             fh.write(line + "\n")
 
 
-def planned_start(config: "EvalConfig", endpoint: ModelEndpoint) -> AutoStart:
-    """Where ``--concurrency auto`` starts for ``endpoint`` and how far it may go."""
-    room = host_room()
-    sandboxes, why = sandbox_capacity(room, config.sandbox.cpus, config.sandbox.memory_gib)
+def planned_start(
+    endpoint: ModelEndpoint, *, cpus: float, memory_gib: float, max_concurrency: int | None
+) -> AutoStart:
+    """Where ``--concurrency auto`` starts for ``endpoint`` and how far it may go, on this host
+    (sandboxes of ``cpus`` and ``memory_gib`` each)."""
+    sandboxes, why = sandbox_capacity(host_room(), cpus, memory_gib)
     full, seqs = endpoint.planned_sequences() if isinstance(endpoint, LoadSource) else (None, None)
     return auto_start(
         sandboxes=sandboxes,
         sandbox_why=why,
         full_sequences=full,
         max_num_seqs=seqs,
-        max_concurrency=config.max_concurrency,
+        max_concurrency=max_concurrency,
     )
 
 
@@ -186,14 +203,31 @@ def admission_for(
     status: Callable[[str], None] = lambda _: None,
 ) -> Admission:
     """The gate for the episodes of ``endpoint``'s server: fixed, or auto (watching its scrapes
-    where it has any, else the start, said once)."""
-    name = endpoint.name
+    where it has any, else the start, said once); auto's decisions go to run_dir/admission.jsonl."""
     if config.concurrency != "auto":
-        gate = Admission(name, fixed=config.concurrency, status=status)
+        gate = Admission(endpoint.name, fixed=config.concurrency, status=status)
         gate.watch(endpoint)  # only to show the KV cache
         return gate
-    start = planned_start(config, endpoint)
-    gate = Admission(name, auto=start, path=run_dir / ADMISSION_FILE, status=status)
+    return auto_admission(
+        endpoint,
+        planned_start(
+            endpoint,
+            cpus=config.sandbox.cpus,
+            memory_gib=config.sandbox.memory_gib,
+            max_concurrency=config.max_concurrency,
+        ),
+        run_dir / ADMISSION_FILE,
+        status,
+    )
+
+
+def auto_admission(
+    endpoint: ModelEndpoint, start: AutoStart, path: Path, status: Callable[[str], None] = lambda _: None
+) -> Admission:
+    """An auto gate for ``endpoint``'s server, following its scrapes (or keeping the start when it
+    has none); what it starts from is said once."""
+    name = endpoint.name
+    gate = Admission(name, auto=start, path=path, status=status)
     if gate.watch(endpoint):
         console.print(
             markup(

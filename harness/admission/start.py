@@ -43,7 +43,7 @@ def sandbox_capacity(room: HostRoom, cpus: float, memory_gib: float) -> tuple[in
     n = max(1, min(by_cpu, by_mem, MOST))
     tight = "cores" if by_cpu <= by_mem else "memory"
     return n, (
-        f"{n} sandboxes fit the host ({room.cores:g} cores / {cpus:g} per episode = {by_cpu}, "
+        f"{n} sandbox{'es' if n != 1 else ''} fit{'s' if n == 1 else ''} the host ({room.cores:g} cores / {cpus:g} per episode = {by_cpu}, "
         f"{room.memory_gib:.0f} GiB free / {memory_gib:g} GiB per episode = {by_mem}; {tight} decide)"
     )
 

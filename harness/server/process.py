@@ -273,7 +273,10 @@ class VLLMServer:
                 self.config.metrics_interval,
                 self.load_listeners,
             )
-            self._scraper.start(launched_s_ago=time.monotonic() - self._started_at)
+            self._scraper.start(
+                launched_s_ago=time.monotonic() - self._started_at,
+                max_num_seqs=self.config.max_num_seqs or self.plan.recommended_max_num_seqs,
+            )
         self._watchdog = threading.Thread(target=self._watch, name="vllm-watchdog", daemon=True)
         self._watchdog.start()
         return self

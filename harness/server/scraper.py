@@ -21,7 +21,7 @@ import httpx
 from rich.markup import escape
 
 from harness.progress import console
-from harness.server.metrics import scan_metrics
+from harness.server.metrics import scan_metrics, scan_ttft
 from harness.server.metrics_records import METRICS_FILE, EventName, MetricsSample, ServerEvent
 
 __all__ = ["METRICS_FILE", "MetricsSample", "MetricsScraper", "ServerEvent"]
@@ -70,12 +70,13 @@ class MetricsScraper:
             ServerEvent(t=time.time() if t is None else t, server=self.server, event=event, note=note)
         )
 
-    def start(self, launched_s_ago: float) -> None:
-        """Record the launch (``launched_s_ago`` seconds back) and readiness, then scrape until stopped."""
+    def start(self, launched_s_ago: float, max_num_seqs: int | None = None) -> None:
+        """Record the launch (``launched_s_ago`` seconds back) and readiness (with the server's
+        ``--max-num-seqs``), then scrape until stopped."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         now = time.time()
         self.event("start", t=now - launched_s_ago)
-        self.event("ready", t=now)
+        self._write(ServerEvent(t=now, server=self.server, event="ready", max_num_seqs=max_num_seqs))
         self._thread = threading.Thread(target=self._run, name="vllm-metrics", daemon=True)
         self._thread.start()
 
@@ -110,13 +111,14 @@ class MetricsScraper:
                     response = http.get(self.url)
                     response.raise_for_status()
                     values = scan_metrics(response.text)
+                    ttft = scan_ttft(response.text)
                 except httpx.HTTPError as exc:
                     failures += 1
                     last_error = f"{type(exc).__name__}: {str(exc)[:160]}"
                 else:
                     failures = 0
                     if not self._halt.is_set():  # a scrape that straddled stop() belongs to no timeline
-                        sample = MetricsSample(t=t, server=self.server, **values)
+                        sample = MetricsSample(t=t, server=self.server, ttft_buckets=ttft, **values)
                         self._write(sample)
                         self._count_busy(sample)
                         self.samples += 1
