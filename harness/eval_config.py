@@ -67,6 +67,7 @@ class EvalConfig(BaseModel):
         description="Episodes in flight at once per model server (--executor ray: per replica): a number, "
         "or auto: start from the memory plan and the sandboxes the host holds, then follow the server's "
         "KV cache, queue and preemptions.",
+        json_schema_extra={"metavar": "N|auto"},
     )
     max_concurrency: int | None = Field(
         None,
@@ -74,6 +75,7 @@ class EvalConfig(BaseModel):
         le=64,
         description="--concurrency auto: at most this many episodes in flight per model server "
         "[default: as many sandboxes as the host holds].",
+        json_schema_extra={"metavar": "N"},
     )
     max_iterations: int | None = Field(
         None, ge=1, description="Model turns per episode (default: the task's, then the scaffold's)."
@@ -186,6 +188,7 @@ def build_eval_config(flags: dict[str, Any]) -> EvalConfig:
 def _flag_error(exc: ValidationError) -> str:
     """A validation error as the flag that was wrong and why, on one line."""
     err = exc.errors()[0]
+    err["msg"] = err["msg"].removeprefix("Value error, ")  # a validator's own sentence, as it wrote it
     loc = [str(p) for p in err["loc"]]
     field = EvalConfig.model_fields.get(loc[0]) if loc else None
     if field is None:

@@ -210,3 +210,17 @@ def test_plan_says_where_auto_starts_and_why() -> None:
     assert "11 full-length sequences fit the KV cache; --max-num-seqs 11;" in said[0], said
     assert re.search(r"starts at \d+ episode\(s\) per server on this host, at most \d+", said[0]), said
     assert re.search(r"\d+ sandbox(es)? fits? the host \(\d+ cores / 2 per episode", said[0]), said
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--concurrency", "many"], "--concurrency: 'many': give a number of episodes (1 to 64) or auto"),
+        (["--concurrency", "3", "--max-concurrency", "2"], "--max-concurrency caps --concurrency auto"),
+        (["--max-concurrency", "0"], "--max-concurrency: Input should be greater than or equal to 1"),
+    ],
+)
+def test_concurrency_mistakes_are_one_line(args: list[str], said: str) -> None:
+    done = run_harness("eval", "--model", "smollm2-135m", *args)
+    assert done.returncode == 2 and said in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
