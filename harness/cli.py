@@ -186,6 +186,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
             t.add_row(k, v)
         out.print(t)
         out.print(("[green]fits:[/] " if plan.fits else "[red]does not fit:[/] ") + plan.advice)
+        if plan.fits:
+            _say_auto_start(plan.full_sequences, plan.recommended_max_num_seqs)
         need = plan.total_bytes * plan.gpu_memory_utilization
         if plan.free_bytes is not None and plan.free_bytes < need:
             out.print(
@@ -197,6 +199,23 @@ def cmd_plan(args: argparse.Namespace) -> int:
             print(f"harness: plan refused: {plan.advice}", file=sys.stderr)
         return 2
     return 0
+
+
+def _say_auto_start(full: int, max_num_seqs: int | None, per: str = "server") -> None:
+    """Where `harness eval --concurrency auto` would start on this host, and why."""
+    from harness.admission.start import auto_start, host_room, sandbox_capacity
+    from harness.runtime.base import SandboxConfig
+
+    box = SandboxConfig()
+    sandboxes, why = sandbox_capacity(host_room(), box.cpus, box.memory_gib)
+    start = auto_start(sandboxes=sandboxes, sandbox_why=why, full_sequences=full, max_num_seqs=max_num_seqs)
+    out.print(
+        f"concurrency auto (harness eval's default) starts at {start.start} episode(s) per {per} on this host, "
+        f"at most {start.cap}, then follows the KV cache: {escape(start.why)} (the sandboxes at the default "
+        f"--sandbox-cpus {box.cpus:g} and --sandbox-memory-gib {box.memory_gib:g})",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def _plan_replicas(
@@ -249,6 +268,7 @@ def _plan_replicas(
         out.print(table)
         out.print(("[green]fits:[/] " if plan.fits else "[red]does not fit:[/] ") + escape(plan.advice))
         if plan.fits:
+            _say_auto_start(plan.sequences_per_replica, plan.sequences_per_replica, "replica")
             out.print(  # the Ray executor makes this plan itself on the cluster's GPUs; this is the figure
                 f"on a Ray cluster: harness eval --executor ray --concurrency {plan.sequences_per_replica} ...",
                 highlight=False,
@@ -499,7 +519,7 @@ def cmd_tasks_verify(args: argparse.Namespace) -> int:
         runtime=config.runtime,
         sandbox=config.sandbox,
         skip_unsupported=config.skip_unsupported,
-        concurrency=config.concurrency,
+        concurrency=config.fixed_concurrency(),
         task=config.task,
         limit=config.limit,
     )

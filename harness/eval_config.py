@@ -5,7 +5,7 @@ harness.toml are generated from these fields, and the sections nest the options 
 names another (``json_schema_extra={"flag": ...}``)."""
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -62,8 +62,20 @@ class EvalConfig(BaseModel):
     skip_unsupported: bool = Field(
         False, description="Skip tasks this runtime cannot run (listing them) instead of stopping."
     )
-    concurrency: int = Field(
-        1, ge=1, le=64, description="Episodes in flight at once (--executor ray: per model replica)."
+    concurrency: Annotated[int, Field(ge=1, le=64)] | Literal["auto"] = Field(
+        "auto",
+        description="Episodes in flight at once per model server (--executor ray: per replica): a number, "
+        "or auto: start from the memory plan and the sandboxes the host holds, then follow the server's "
+        "KV cache, queue and preemptions.",
+        json_schema_extra={"metavar": "N|auto"},
+    )
+    max_concurrency: int | None = Field(
+        None,
+        ge=1,
+        le=64,
+        description="--concurrency auto: at most this many episodes in flight per model server "
+        "[default: as many sandboxes as the host holds].",
+        json_schema_extra={"metavar": "N"},
     )
     max_iterations: int | None = Field(
         None, ge=1, description="Model turns per episode (default: the task's, then the scaffold's)."
@@ -103,6 +115,29 @@ class EvalConfig(BaseModel):
     def _one_or_more(cls, value: Any) -> Any:
         return (value,) if isinstance(value, str) else value
 
+    @field_validator("concurrency", mode="before")
+    @classmethod
+    def _number_or_auto(cls, value: Any) -> Any:
+        """A flag's text: a whole number or auto (one clear message for anything else)."""
+        if isinstance(value, str):
+            text = value.strip().lower()
+            if text == "auto":
+                return "auto"
+            if not text.isdigit():
+                raise ValueError(f"{value!r}: give a number of episodes (1 to 64) or auto")
+            return int(text)
+        return value
+
+    def fixed_concurrency(self) -> int:
+        """Sandboxes at once outside the rollouts (verification): --concurrency, or with auto the
+        sandboxes the host holds (capped by --max-concurrency)."""
+        if self.concurrency != "auto":
+            return self.concurrency
+        from harness.admission.start import host_room, sandbox_capacity
+
+        n, _ = sandbox_capacity(host_room(), self.sandbox.cpus, self.sandbox.memory_gib)
+        return min(n, self.max_concurrency or n)
+
     @field_validator("run_dir")
     @classmethod
     def _run_dir_absolute(cls, value: Path | None) -> Path | None:
@@ -139,6 +174,10 @@ def build_eval_config(flags: dict[str, Any]) -> EvalConfig:
         for k in ("ray_address", "ray_replicas")
         if getattr(config.executor, k) is not None
     ]
+    if config.max_concurrency is not None and config.concurrency != "auto":
+        raise HarnessError(
+            f"--max-concurrency caps --concurrency auto; --concurrency is {config.concurrency}: give one of them"
+        )
     if ray_only and config.executor.name != "ray":  # silently running on threads would not be what was asked
         raise HarnessError(
             f"{' and '.join(ray_only)}: only with --executor ray (the executor is {config.executor.name})"
@@ -149,6 +188,7 @@ def build_eval_config(flags: dict[str, Any]) -> EvalConfig:
 def _flag_error(exc: ValidationError) -> str:
     """A validation error as the flag that was wrong and why, on one line."""
     err = exc.errors()[0]
+    err["msg"] = err["msg"].removeprefix("Value error, ")  # a validator's own sentence, as it wrote it
     loc = [str(p) for p in err["loc"]]
     field = EvalConfig.model_fields.get(loc[0]) if loc else None
     if field is None:

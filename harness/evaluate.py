@@ -205,7 +205,7 @@ def _run_eval(config: EvalConfig, stop: threading.Event, counts: dict[str, Any])
             group[0].release(now=stop.is_set())  # before verification: the GPU is not needed any more
             # Written by a stopped run too: a resumed run's seconds are the sum over every start.
             _append_server_stats(run_dir, group)
-    verify_run(store, {t.id: t for t in tasks}, runtime, config.concurrency, stop)
+    verify_run(store, {t.id: t for t in tasks}, runtime, config.fixed_concurrency(), stop)
     arm_models = {arm_label(e.name, n, config.scaffolds): e.name for e in endpoints for n in config.scaffolds}
     summaries, headlines = _summaries(run_dir, arm_models)
     return EvalSummary(run_dir=run_dir, models=summaries, new_episodes=new, headlines=headlines)
@@ -226,6 +226,7 @@ def _rollouts(ctx: Rollout, executor: Executor, pending: Sequence[Pending], coun
             ),
             progress_bar(f"rollouts {', '.join(names)}", len(pending)) as bar,
         ):
+            ctx.status = bar.status  # episodes in flight and the KV cache, live
             for finished in results:
                 if finished is None:  # stopped while it ran: no record
                     continue

@@ -35,32 +35,61 @@ class Executor(Protocol):
     def rollouts(self, ctx: "Rollout", pending: Sequence["Pending"]) -> Iterator["Finished | None"]: ...
 
 
+class Gate(Protocol):
+    """How many items may run at once, decided while they run (admission/gate.py)."""
+
+    threads: int  # the most that may ever run at once
+
+    def acquire(self, stopping: Callable[[], bool]) -> bool: ...
+
+    def release(self) -> None: ...
+
+
 class ThreadExecutor:
     """Episodes as daemon threads of this process (the model server does the heavy work)."""
 
     def run[T, R](
-        self, fn: Callable[[T], R], items: Sequence[T], concurrency: int, stop: threading.Event
+        self,
+        fn: Callable[[T], R],
+        items: Sequence[T],
+        concurrency: "int | Gate",
+        stop: threading.Event,
     ) -> Iterator[R]:
+        """``fn`` over ``items``, ``concurrency`` at a time: a number, or a gate that each worker
+        passes before it takes an item (the limit may change while items run; none is stopped)."""
         todo: queue.SimpleQueue[T] = queue.SimpleQueue()
         for item in items:
             todo.put(item)
         done: queue.SimpleQueue[tuple[bool, Any]] = queue.SimpleQueue()
         closed = threading.Event()  # this run is over (error or stop): workers take nothing more
+        gate, most = (
+            (None, concurrency) if isinstance(concurrency, int) else (concurrency, concurrency.threads)
+        )
+
+        def stopping() -> bool:
+            return closed.is_set() or stop.is_set() or todo.empty()
 
         def work() -> None:
             while not (closed.is_set() or stop.is_set()):
+                if gate is not None and not gate.acquire(stopping):
+                    return
                 try:
                     item = todo.get_nowait()
                 except queue.Empty:
+                    if gate is not None:
+                        gate.release()
                     return
                 try:
                     done.put((True, fn(item)))
                 except BaseException as exc:  # handed to the driver, raised there
                     done.put((False, exc))
+                finally:
+                    if gate is not None:
+                        gate.release()
 
         workers = [
             threading.Thread(target=work, name=f"episode-{i}", daemon=True)
-            for i in range(max(1, min(concurrency, len(items))))
+            for i in range(max(1, min(most, len(items))))
         ]
         for w in workers:
             w.start()
@@ -87,7 +116,7 @@ class ThreadRollouts:
     model; each episode's sandbox started ahead of it while the one before runs (runtime/warm.py)."""
 
     def __init__(self, config: "EvalConfig") -> None:
-        self.concurrency = config.concurrency
+        self.config = config
 
     def endpoint(self, config: "EvalConfig", model: str, run_dir: Path) -> ModelEndpoint:
         from harness import registry
@@ -98,14 +127,16 @@ class ThreadRollouts:
         return endpoint
 
     def rollouts(self, ctx: "Rollout", pending: Sequence["Pending"]) -> Iterator["Finished | None"]:
+        from harness.admission.gate import admission_for
         from harness.rollout import run_attempts
 
+        # One server per call (the driver groups endpoints by server): one gate for its episodes.
+        gate = admission_for(self.config, pending[0].endpoint, ctx.store.root, ctx.status)
         ctx.runtime.warm_up(
-            [(p.task, getattr(ctx.arms[p.scaffold].runner, "prep", None)) for p in pending], self.concurrency
+            [(p.task, getattr(ctx.arms[p.scaffold].runner, "prep", None)) for p in pending], gate.limit
         )
         try:
-            yield from ThreadExecutor().run(
-                lambda p: run_attempts(ctx, p), pending, self.concurrency, ctx.stop
-            )
+            yield from ThreadExecutor().run(lambda p: run_attempts(ctx, p), pending, gate, ctx.stop)
         finally:
+            gate.close()
             ctx.runtime.cool_down()

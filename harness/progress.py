@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import Protocol
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 __all__ = ["Bar", "console", "log_interval", "make_console", "progress_bar", "spinner", "status"]
@@ -84,13 +85,20 @@ class Bar(Protocol):
 
     def print(self, text: str) -> None: ...
 
+    def status(self, text: str) -> None:
+        """A live part after the description (episodes in flight, the KV cache); safe from any thread."""
+        ...
+
 
 class _RichBar:
-    def __init__(self, progress: Progress, task: object) -> None:
-        self._progress, self._task = progress, task
+    def __init__(self, progress: Progress, task: object, description: str) -> None:
+        self._progress, self._task, self._description = progress, task, description
 
     def advance(self, steps: int = 1) -> None:
         self._progress.advance(self._task, steps)  # type: ignore[arg-type]
+
+    def status(self, text: str) -> None:
+        self._progress.update(self._task, description=f"{self._description} [dim]{escape(text)}[/]")  # type: ignore[arg-type]
 
     def print(self, text: str) -> None:
         self._progress.console.print(text, highlight=False)
@@ -99,17 +107,25 @@ class _RichBar:
 class _LogBar:
     def __init__(self, description: str, total: int) -> None:
         self.description, self.total, self.done = description, total, 0
+        self.live = ""
         self._lock = threading.Lock()
         self.ticker = _Ticker(self._say)
 
     def _say(self, elapsed: float, end: str = "") -> None:
         with self._lock:
-            done = self.done
-        console.print(f"{self.description}: {done}/{self.total}{end} ({_elapsed(elapsed)})", highlight=False)
+            done, live = self.done, self.live
+        live = f"; {escape(live)}" if live and not end else ""
+        console.print(
+            f"{self.description}: {done}/{self.total}{end} ({_elapsed(elapsed)}{live})", highlight=False
+        )
 
     def advance(self, steps: int = 1) -> None:
         with self._lock:
             self.done += steps
+
+    def status(self, text: str) -> None:
+        with self._lock:
+            self.live = text
 
     def print(self, text: str) -> None:
         console.print(text, highlight=False)
@@ -126,7 +142,7 @@ def progress_bar(description: str, total: int) -> Iterator[Bar]:
             TimeElapsedColumn(),
         )
         with Progress(*columns, console=console) as progress:
-            yield _RichBar(progress, progress.add_task(description, total=total))
+            yield _RichBar(progress, progress.add_task(description, total=total), description)
         return
     bar = _LogBar(description, total)
     try:

@@ -11,7 +11,7 @@ import contextlib
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -104,6 +104,8 @@ class Rollout:
         self._opening = 0
         self.started = self.stopped = 0
         self._proxy: Proxy | None = None
+        # The progress line's live part (episodes in flight, KV cache): the driver's bar sets it.
+        self.status: Callable[[str], None] = lambda _: None
 
     def proxy(self) -> "Proxy":
         """The run's model-call proxy (started on first use): every episode's requests go through

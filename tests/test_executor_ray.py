@@ -146,6 +146,40 @@ def test_same_records_as_the_thread_executor_and_resume(
     assert lines(tmp_path / "ray") == got
 
 
+def test_auto_each_replica_admits_its_own_episodes(cluster: Cluster, tmp_path: Path) -> None:
+    """--concurrency auto: each replica's own controller sets its limit (a replay script has no
+    /metrics: its start, --max-concurrency 1 here) and the driver routes by it: 3 replicas, one
+    episode at a time each, every replica's decisions back in the run directory."""
+    model = write_script(tmp_path / "script.json", delay=0.5)
+    run = tmp_path / "ray"
+    run_eval(
+        EvalConfig(
+            runtime="local",
+            models=(model,),
+            tasks="smoke",
+            seeds=2,
+            executor=ExecutorConfig(name="ray", ray_address=cluster.address),
+            max_concurrency=1,
+            run_dir=run,
+        )
+    )
+    assert len(RunStore(run).records()) == 6
+    starts = sorted((run / "replicas").glob("*/admission.jsonl"))
+    assert len(starts) == 3, list((run / "replicas").glob("*/*"))
+    for path in starts:
+        first = json.loads(path.read_text().splitlines()[0])
+        assert (first["action"], first["limit"], first["cap"]) == ("start", 1, 1), first
+        assert "--max-concurrency 1" in first["reason"]
+    # Each episode's model calls span its time in flight: never more than the 3 replicas' limits.
+    spans = []
+    for calls in (run / "episodes" / MODEL).glob("*/seed*/model_calls.jsonl"):
+        times = [json.loads(x)["at"] for x in calls.read_text().splitlines()]
+        spans.append((min(times), max(times)))
+    assert len(spans) == 6
+    most = max(sum(1 for a, b in spans if a <= t <= b) for t, _ in spans)
+    assert 1 < most <= 3, spans
+
+
 def _block(command: str) -> str:
     return f"THOUGHT: go.\n\n```mswea_bash_command\n{command}\n```"
 

@@ -93,7 +93,15 @@ def test_busy_time_up_time_and_notes_by_hand(tmp_path: Path) -> None:
     assert "2 server starts (stops: idle for 10 s, rollouts done)" in summary
     notes = t.headline_notes()
     assert notes[0] == "server mostly idle: busy 32% of its 81 s up (15 s of that was start-up)"
-    assert notes[1].startswith("3 request preemption(s): the KV cache was full (peak 100%)")
+    assert notes[1].startswith("3 preemption(s): the KV cache filled (peak 100%)")
+    assert "--concurrency auto" in notes[1]
+    # While busy: server 1 made 300 tokens with 1 running over 12 s, server 2 700 with 2 over 14 s.
+    assert t.generation_tokens_per_busy_s == pytest.approx(1000 / 26)
+    assert t.mean_running_busy == pytest.approx((12 * 1 + 14 * 2) / 26)
+    assert t.kv_p95 == pytest.approx(1.0)
+    assert t.max_num_seqs is None and t.ttft_p50 is None and t.admission is None  # none recorded
+    assert "38 generation tokens/s while busy, 1.5 requests running on average" in summary
+    assert t.use(episodes=9, gpu_price=3.6).endswith("9 GPU-seconds per episode = 0.0090 at 3.6/GPU-hour")
     # tokens/s: server 2 makes 100 tokens per 2 s; server 1 at most 50 per 2 s.
     assert t.samples["tokens_per_s"].max() == pytest.approx(50.0)
 
@@ -129,6 +137,9 @@ def test_scrape_stopped_note_reaches_the_headline(tmp_path: Path) -> None:
     metrics = model_metrics(load_run(run))
     line = headline(metrics[0])
     assert "server mostly idle" in line and "failed 3 times running" in line and "preemption" in line
+    # How well the server was used, and what each episode cost in GPU time (81 s over 2 episodes).
+    assert "; server: 38 generation tokens/s while busy, 1.5 requests running on average, " in line
+    assert "40 GPU-seconds per episode" in line
 
 
 def test_resumed_run_says_one_server_time_everywhere(tmp_path: Path) -> None:
@@ -224,3 +235,61 @@ def test_timeline_plot_marks_phases(tmp_path: Path) -> None:
     # The idle-shutdown line is drawn in its red (#b6443b).
     red = np.all(np.abs(rgb.astype(int) - [0xB6, 0x44, 0x3B]) < 30, axis=2)
     assert red.sum() > 50
+
+
+def one_auto_server(tmp_path: Path, admission: list[dict[str, object]] | None) -> Path:
+    """A server of --max-num-seqs 8 running one request through its busy time, its KV cache low;
+    vLLM's time-to-first-token histogram at its last sample; auto's decisions if given."""
+    ttft = {"0.5": 2.0, "1.0": 6.0, "2.5": 9.0, "5.0": 10.0, "+Inf": 10.0}
+    ready = {**event(5, "ready"), "max_num_seqs": 8}
+    lines = [event(0, "start"), ready]
+    lines += [sample(t, running=1, tokens=10.0 * t) for t in range(6, 40, 2)]
+    lines.append({**sample(40, running=0, tokens=400.0), "ttft_buckets": ttft})
+    lines.append(event(41, "stop", "rollouts done"))
+    root = write_metrics(tmp_path, lines)
+    if admission is not None:
+        (root / "admission.jsonl").write_text("".join(json.dumps(x) + "\n" for x in admission))
+    return root
+
+
+def decision(t: float, limit: int, admitted: int, action: str = "hold") -> dict[str, object]:
+    return {
+        "t": T0 + t,
+        "limit": limit,
+        "cap": 2,
+        "admitted": admitted,
+        "action": action,
+        "reason": "",
+        "server": "m",
+    }
+
+
+def test_server_use_time_to_first_token_and_what_an_empty_batch_should_change(tmp_path: Path) -> None:
+    capped = [decision(5, 2, 0, "start"), *[decision(t, 2, 2) for t in range(6, 40, 2)]]
+    t = load_timeline(one_auto_server(tmp_path / "auto", capped))
+    assert t is not None and t.max_num_seqs == 8
+    # Interpolated in the bucket as Prometheus does: rank 5 of 10 in (0.5, 1] holding 4 -> 0.875 s;
+    # rank 9.5 in (2.5, 5] holding 1 -> 3.75 s.
+    assert (t.ttft_p50, t.ttft_p95) == pytest.approx((0.875, 3.75))
+    assert t.mean_running_busy == pytest.approx(16 / 17)  # the last busy interval ends with none running
+    assert "time to first token p50 875 ms, p95 3.8 s" in t.summary()
+    why = t.diagnosis()
+    assert why is not None and why.startswith("the batch was mostly empty: 0.9 of 8 sequences running")
+    assert "--concurrency auto stayed at its cap of 2" in why and why in t.headline_notes()
+    fixed = load_timeline(one_auto_server(tmp_path / "fixed", None))
+    assert fixed is not None and (fixed.diagnosis() or "").endswith(
+        "raise --concurrency, or use --concurrency auto"
+    )
+    # The admission limit (dashed, #333) and the episodes in flight (orange) in the requests panel.
+    png = timeline_plot(t, tmp_path / "timeline.png")
+    from PIL import Image
+
+    with Image.open(png) as img:
+        rgb = np.asarray(img.convert("RGB"))
+    top = rgb[: rgb.shape[0] // 4]
+    orange = np.all(np.abs(top.astype(int) - [0xD9, 0x82, 0x2B]) < 30, axis=2)
+    assert orange.sum() > 50
+    bare = timeline_plot(fixed, tmp_path / "bare.png")
+    with Image.open(bare) as img:
+        top = np.asarray(img.convert("RGB"))[: rgb.shape[0] // 4]
+    assert np.all(np.abs(top.astype(int) - [0xD9, 0x82, 0x2B]) < 30, axis=2).sum() < 10

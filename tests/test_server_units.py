@@ -121,6 +121,7 @@ def test_launch_keeps_the_key_out_of_argv_and_binds_loopback(
     assert int(argv[argv.index("--max-num-batched-tokens") + 1]) >= int(
         argv[argv.index("--max-model-len") + 1]
     )
+    assert "--no-enable-chunked-prefill" in argv  # nor does a second prompt in the same step
     assert argv[argv.index("--tool-call-parser") + 1] == "hermes"
     assert argv[argv.index("--chat-template") + 1].endswith("chatml-hermes.jinja")
 

@@ -4,7 +4,8 @@ The driver stays what it is on one machine: the only writer of the run directory
 comes back here, its files are unpacked into the episode's directory and its record appended),
 the only one to decide what is pending (resume works as before), and the progress bar (it counts
 results from the whole cluster). Episodes go to the least-loaded live replica of their model,
-``--concurrency`` at most on each; an episode whose node (or replica) is lost is run again on
+``--concurrency`` at most on each (auto: the limit that replica's own controller sets from its
+own server's metrics, asked every second without waiting for the answer); an episode whose node (or replica) is lost is run again on
 another replica, and is recorded once, when a result comes back.
 """
 
@@ -33,13 +34,22 @@ MAX_RERUNS = 3  # an episode whose node is lost this often stops the run (someth
 _PROBE_S = 30.0  # how long a replica may take to answer before it counts as lost
 _RELEASE_S = 60.0  # a replica's server stop (vLLM's grace is 15 s) before the actor is killed
 _CANCEL_WAIT_S = 15.0  # a stop waits this long for cancelled episodes to clean up on their nodes
+_ASK_S = 1.0  # --concurrency auto: how often the driver asks each replica for its limit
 
 
 class _Replica:
-    def __init__(self, handle: Any, node: str, index: int) -> None:
+    def __init__(self, handle: Any, node: str, index: int, limit: int) -> None:
         self.handle, self.node, self.index = handle, node, index
         self.load = 0
+        self.limit = limit  # --concurrency, or (auto) what the replica's controller answered last
+        self.asked: Any = None  # the admission call in flight (auto), answered by ray.wait
+        self.asked_at = 0.0
         self.alive = True
+
+    def ask(self, now: float) -> None:
+        """auto: tell the replica its episodes in flight and ask its limit (one call at a time)."""
+        if self.alive and self.asked is None:
+            self.asked, self.asked_at = self.handle.admission.remote(self.load), now
 
 
 def _layout(ray: Any) -> list[tuple[str, int, float]]:
@@ -113,6 +123,10 @@ class ClusterModel:
             base_url=config.base_url,
             api_key=config.api_key,
             idle_timeout=config.idle_timeout,
+            auto=config.concurrency == "auto",
+            sandbox_cpus=config.sandbox.cpus,
+            sandbox_memory_gib=config.sandbox.memory_gib,
+            max_concurrency=config.max_concurrency,
         )
         self.nodes = _slots(layout, tp, gpu)[: config.executor.ray_replicas or None]
         if not self.nodes:
@@ -209,7 +223,8 @@ class ClusterModel:
                     max_restarts=0,
                     name=None,
                 ).remote(self.spec, str(SCRATCH / self.run_dir.name / f"replica-{i}"))
-                self._replicas.append(_Replica(handle, node, i))
+                fixed = self.config.concurrency
+                self._replicas.append(_Replica(handle, node, i, 1 if fixed == "auto" else fixed))
             hosts = len(set(self.nodes))
             console.print(
                 f"{markup(self.name)}: {len(self.nodes)} replica(s) on {hosts} node(s)"
@@ -251,9 +266,27 @@ class ClusterModel:
         shutil.rmtree(SCRATCH / self.run_dir.name, ignore_errors=True)  # replicas here on this machine
 
     # ---- routing -------------------------------------------------------------------------------
-    def pick(self, limit: int) -> "_Replica | None":
-        free = [r for r in self._replicas if r.alive and r.load < limit]
-        return min(free, key=lambda r: (r.load, r.index)) if free else None
+    def pick(self) -> "_Replica | None":
+        """The least-loaded live replica under its limit."""
+        free = [r for r in self._replicas if r.alive and r.load < r.limit]
+        return min(free, key=lambda r: (r.load / r.limit, r.load, r.index)) if free else None
+
+    def admission(self, now: float) -> None:
+        """auto: every replica's limit brought up to date (answers taken, a question asked every
+        ``_ASK_S`` or when its load changed); never waits."""
+        if not self.spec.auto:
+            return
+        asked = [r for r in self._replicas if r.asked is not None]
+        if asked:
+            ready, _ = self.ray.wait([r.asked for r in asked], num_returns=len(asked), timeout=0)
+            for r in asked:
+                if any(r.asked == ref for ref in ready):
+                    with contextlib.suppress(self.ray.exceptions.RayError):
+                        r.limit = max(1, int(self.ray.get(r.asked)))
+                    r.asked = None
+        for r in self._replicas:
+            if now - r.asked_at >= _ASK_S:
+                r.ask(now)
 
     def lost(self, replica: _Replica) -> None:
         """After an episode of ``replica`` failed for Ray's reasons: is the replica still there?"""
@@ -321,7 +354,6 @@ def _cluster_rollouts(ctx: "Rollout", pending: "Sequence[Pending]") -> Iterator[
     first = pending[0].endpoint
     assert isinstance(first, ClusterModel)
     ray = first.ray
-    limit = ctx.config.concurrency
     task_fn = ray.remote(num_cpus=0, max_retries=0)(run_episode)
     todo: collections.deque[tuple[Pending, int]] = collections.deque((p, 0) for p in pending)
     flying: dict[Any, tuple[Pending, _Replica, int]] = {}
@@ -331,11 +363,14 @@ def _cluster_rollouts(ctx: "Rollout", pending: "Sequence[Pending]") -> Iterator[
     submitted: set[str] = set()
     try:
         while todo or flying:
+            for model in {id(p.endpoint): p.endpoint for p in pending}.values():
+                assert isinstance(model, ClusterModel)
+                model.admission(time.monotonic())
             while todo and not ctx.stop.is_set():
                 item, tries = todo[0]
                 model = item.endpoint
                 assert isinstance(model, ClusterModel)
-                replica = model.pick(limit)
+                replica = model.pick()
                 if replica is None:
                     if not model.healthy():
                         raise HarnessError(
@@ -354,6 +389,7 @@ def _cluster_rollouts(ctx: "Rollout", pending: "Sequence[Pending]") -> Iterator[
                     (item.scaffold, item.task, item.seed, item.label),
                 )
                 replica.load += 1
+                replica.asked_at = 0.0  # its load changed: tell it at the next turn
                 flying[ref] = (item, replica, tries)
                 if item.key not in submitted:
                     submitted.add(item.key)
@@ -366,6 +402,7 @@ def _cluster_rollouts(ctx: "Rollout", pending: "Sequence[Pending]") -> Iterator[
                 model = item.endpoint
                 assert isinstance(model, ClusterModel)
                 replica.load -= 1
+                replica.asked_at = 0.0
                 try:
                     result: EpisodeResult | None = ray.get(ref)
                 except ray.exceptions.RayTaskError as exc:

@@ -60,6 +60,7 @@ class ModelMetrics(BaseModel):
     server_up_s: float | None
     server_busy_s: float | None
     notes: list[str]
+    server_use: str | None = None  # how well the server was used while busy (timeline.use)
 
 
 def expand_counts(frame: pd.DataFrame, column: str) -> pd.DataFrame:
@@ -210,7 +211,18 @@ def _one_model(run: RunData, model: str, seeds: pd.DataFrame) -> ModelMetrics:
         server_up_s=float(up["up_s"].iloc[0]) if len(up) else None,
         server_busy_s=float(up["busy_s"].iloc[0]) if len(up) else None,
         notes=notes,
+        server_use=_server_use(run, model, float(up["up_s"].iloc[0]) if len(up) else None, len(frame)),
     )
+
+
+def _server_use(run: RunData, model: str, up_s: float | None, episodes: int) -> str | None:
+    """The server's use while busy (from its timeline) and this model's GPU-seconds per episode."""
+    parts = []
+    if run.timeline is not None and model in run.timeline.models() and (use := run.timeline.use()):
+        parts.append(use)
+    if up_s and episodes:
+        parts.append(f"{up_s / episodes:.0f} GPU-seconds per episode")
+    return ", ".join(parts) or None
 
 
 def _server_notes(run: RunData, model: str) -> list[str]:
@@ -279,6 +291,7 @@ def headline(m: ModelMetrics) -> str:
         )
     loops = f"loops {100 * m.loop_rate:.0f}%"
     fmt_total = sum(m.format_errors_per_turn.values())
-    return f"{m.model}: {rate}; {loops}; {fmt_total:.2f} format errors/turn" + (
+    server = f"; server: {m.server_use}" if m.server_use else ""
+    return f"{m.model}: {rate}; {loops}; {fmt_total:.2f} format errors/turn{server}" + (
         f" [{'; '.join(m.notes)}]" if m.notes else ""
     )

@@ -143,7 +143,8 @@ def turns_figure(episodes: pd.DataFrame, models: list[str]) -> Figure:
 
 
 def timeline_plot(timeline: Timeline, path: Path) -> Path:
-    """The server over the run: requests, KV cache, tokens/s and prefix-cache hits, with its phases.
+    """The server over the run: requests (and, with --concurrency auto, the admission limit and the
+    episodes in flight), KV cache, tokens/s and prefix-cache hits, with its phases.
 
     Shaded: start-up (grey) and the rollout phase (green, from ready until the rollouts ended);
     dashed lines: idle shutdowns (red), restarts and crashes (orange).
@@ -154,11 +155,16 @@ def timeline_plot(timeline: Timeline, path: Path) -> Path:
     req, kv, tok, hit = axes
     req.step(minutes, s["running"], where="post", color=color_of(0), label="running")
     req.step(minutes, s["waiting"], where="post", color=color_of(3), label="waiting")
-    req.set_ylabel("requests")
+    top = float(s[["running", "waiting"]].max().max()) if len(s) else 0.0
+    admission = timeline.admission
+    if admission is not None and len(admission):  # --concurrency auto: what it admitted, and its limit
+        at = admission["t"] / 60
+        req.step(at, admission["limit"], where="post", color="#333", ls="--", lw=1, label="admission limit")
+        req.step(at, admission["admitted"], where="post", color=color_of(1), lw=1, label="episodes in flight")
+        top = max(top, float(admission["limit"].max()))
+    req.set_ylabel("requests\n/ episodes" if admission is not None else "requests")
     req.yaxis.set_major_locator(MaxNLocator(integer=True))
-    req.set_ylim(
-        bottom=0, top=max(1.0, float(s[["running", "waiting"]].max().max()) * 1.15) if len(s) else 1.0
-    )
+    req.set_ylim(bottom=0, top=max(1.0, top * 1.15))
     req.legend(fontsize=7, loc="center right")
     kv.plot(minutes, 100 * s["kv_cache_usage"], color=color_of(4))
     kv.set_ylabel("KV cache %")

@@ -283,7 +283,7 @@ def _server_lines(run: RunData, gpu_price: float | None) -> list[str]:
             f"server up {up:.0f} s, busy {busy:.0f} s; {up / 3600:.3f} GPU-hours{cost} "
             "(no server_metrics.jsonl: no timeline)"
         ]
-    return [t.summary(gpu_price), *t.headline_notes()]
+    return [t.summary(gpu_price, episodes=len(run.episodes)), *t.headline_notes()]
 
 
 def _markdown(

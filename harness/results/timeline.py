@@ -8,6 +8,7 @@ up to the two threads' scrape timing. Up time runs from launch to stop, start-up
 because that is what a GPU is billed for.
 """
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,8 @@ from harness.server.metrics_records import METRICS_FILE, TIMELINE_LINE, MetricsS
 
 # Below this busy fraction the headline says the server was mostly idle.
 MOSTLY_IDLE = 0.5
+# Below this share of --max-num-seqs running (on average, while busy) the batch was mostly empty.
+MOSTLY_EMPTY = 0.5
 
 
 class Segment(BaseModel):
@@ -49,6 +52,13 @@ class Timeline(BaseModel):
     preemptions: int
     kv_peak: float
     prefix_hit_rate: float | None
+    kv_p95: float | None = None  # over the samples while busy
+    generation_tokens_per_busy_s: float | None = None
+    mean_running_busy: float | None = None  # requests running, averaged over the busy time
+    max_num_seqs: int | None = None  # the server's --max-num-seqs (its ready event)
+    ttft_p50: float | None = None  # seconds, from vLLM's histogram (bucket-interpolated)
+    ttft_p95: float | None = None
+    admission: pd.DataFrame | None = None  # admission.jsonl: t (as samples), limit, admitted, action
 
     @property
     def busy_fraction(self) -> float | None:
@@ -61,8 +71,9 @@ class Timeline(BaseModel):
     def models(self) -> set[str]:
         return {m for s in self.segments for m in s.server.split("+")}
 
-    def summary(self, gpu_price: float | None = None) -> str:
-        """One line: up, busy, GPU-hours and their cost, preemptions."""
+    def summary(self, gpu_price: float | None = None, episodes: int | None = None) -> str:
+        """One line: up, busy, GPU-hours and their cost, preemptions, the use while busy (with
+        ``episodes``: the GPU-seconds and cost of each)."""
         frac = self.busy_fraction
         parts = [
             f"server up {self.up_s:.0f} s, busy {self.busy_s:.0f} s"
@@ -77,10 +88,70 @@ class Timeline(BaseModel):
         if len(self.segments) > 1:
             stops = ", ".join(s.stop_reason for s in self.segments)
             parts.append(f"{len(self.segments)} server starts (stops: {stops})")
-        parts.append(f"{self.preemptions} preemptions, KV cache peak {100 * self.kv_peak:.0f}%")
+        parts.append(
+            f"{self.preemptions} preemptions, KV cache peak {100 * self.kv_peak:.0f}%"
+            + (f", p95 {100 * self.kv_p95:.0f}%" if self.kv_p95 is not None else "")
+        )
         if self.prefix_hit_rate is not None:
             parts.append(f"prefix cache hit rate {100 * self.prefix_hit_rate:.0f}%")
+        if use := self.use(episodes, gpu_price):
+            parts.append(use)
         return "; ".join(parts)
+
+    def use(self, episodes: int | None = None, gpu_price: float | None = None) -> str:
+        """How well the server was used while busy: generation tokens/s, the batch against
+        --max-num-seqs, time to first token; with ``episodes``, the GPU-seconds each cost."""
+        parts = []
+        if self.generation_tokens_per_busy_s is not None:
+            parts.append(f"{self.generation_tokens_per_busy_s:.0f} generation tokens/s while busy")
+        if self.mean_running_busy is not None:
+            of = f" of --max-num-seqs {self.max_num_seqs}" if self.max_num_seqs else ""
+            parts.append(f"{self.mean_running_busy:.1f} requests running on average{of}")
+        if self.ttft_p50 is not None and self.ttft_p95 is not None:
+            parts.append(f"time to first token p50 {_seconds(self.ttft_p50)}, p95 {_seconds(self.ttft_p95)}")
+        if episodes:
+            per = self.up_s / episodes
+            cost = (
+                f" = {gpu_price * per / 3600:.4f} at {gpu_price:g}/GPU-hour" if gpu_price is not None else ""
+            )
+            parts.append(f"{per:.0f} GPU-seconds per episode{cost}")
+        return ", ".join(parts)
+
+    def diagnosis(self) -> str | None:
+        """One sentence when the server was badly used: it preempted, or left most of its batch
+        empty while busy; with what to change."""
+        if self.preemptions:
+            return (
+                f"{self.preemptions} preemption(s): the KV cache filled (peak {100 * self.kv_peak:.0f}%) and vLLM "
+                "recomputed requests; run with --concurrency auto (or a lower --concurrency), or give the KV "
+                "cache more room (--gpu-memory-utilization, a shorter --max-model-len)"
+            )
+        if (
+            self.mean_running_busy is not None
+            and self.max_num_seqs
+            and self.mean_running_busy < MOSTLY_EMPTY * self.max_num_seqs
+            and (self.kv_p95 is None or self.kv_p95 < 0.5)
+        ):
+            capped = self._auto_capped()
+            change = (
+                f"--concurrency auto stayed at its cap of {capped} (the sandboxes the host holds, or "
+                "--max-concurrency): raise them (--sandbox-cpus / --sandbox-memory-gib per episode, a larger host)"
+                if capped
+                else "raise --concurrency, or use --concurrency auto"
+            )
+            return (
+                f"the batch was mostly empty: {self.mean_running_busy:.1f} of {self.max_num_seqs} sequences running "
+                f"on average while busy (KV cache p95 {100 * (self.kv_p95 or 0):.0f}%); {change}"
+            )
+        return None
+
+    def _auto_capped(self) -> int | None:
+        """auto's cap when its limit sat there for most of the run (the controller wanted more)."""
+        a = self.admission
+        if a is None or a.empty or "cap" not in a or a["cap"].isna().all():
+            return None
+        cap = int(a["cap"].max())
+        return cap if (a["limit"] >= cap).mean() >= 0.5 else None
 
     def headline_notes(self) -> list[str]:
         """What a headline must say: a mostly idle server, preempted requests, a lost timeline."""
@@ -94,11 +165,8 @@ class Timeline(BaseModel):
                 f"server mostly idle: busy {100 * frac:.0f}% of its {self.up_s:.0f} s up "
                 f"({startup:.0f} s of that was start-up)"
             )
-        if self.preemptions:
-            out.append(
-                f"{self.preemptions} request preemption(s): the KV cache was full (peak "
-                f"{100 * self.kv_peak:.0f}%); lower --max-num-seqs or raise the KV budget"
-            )
+        if why := self.diagnosis():
+            out.append(why)
         return out + self.notes
 
 
@@ -140,6 +208,10 @@ def load_timeline(root: Path) -> Timeline | None:
     rates = _rates(frame, [e.t - t0 for e in events if e.event == "start"])
     segments = _segments(frame, rates, events, t0)
     queries = float(rates["queries"].sum())
+    busy = rates["busy"].astype(bool)
+    busy_dt = float(rates.loc[busy, "dt"].sum())
+    ready = [e.max_num_seqs for e in events if e.event == "ready" and e.max_num_seqs]
+    p50, p95 = _ttft_quantiles(frame, [e.t - t0 for e in events if e.event == "start"])
     return Timeline(
         t0=t0,
         samples=pd.concat([frame, rates[["tokens_per_s", "hit_rate", "busy"]]], axis=1),
@@ -150,7 +222,81 @@ def load_timeline(root: Path) -> Timeline | None:
         preemptions=int(rates["preempted"].sum()),
         kv_peak=float(frame["kv_cache_usage"].max()) if len(frame) else 0.0,
         prefix_hit_rate=float(rates["hits"].sum()) / queries if queries > 0 else None,
+        kv_p95=float(frame.loc[busy, "kv_cache_usage"].quantile(0.95)) if busy.any() else None,
+        generation_tokens_per_busy_s=float(rates.loc[busy, "tokens"].clip(lower=0).sum()) / busy_dt
+        if busy_dt > 0
+        else None,
+        # the running count at a sample stands for the interval up to it: weighted by that interval
+        mean_running_busy=float((frame.loc[busy, "running"] * rates.loc[busy, "dt"]).sum()) / busy_dt
+        if busy_dt > 0
+        else None,
+        max_num_seqs=max(ready) if ready else None,
+        ttft_p50=p50,
+        ttft_p95=p95,
+        admission=_admission(root, t0),
     )
+
+
+def _ttft_quantiles(frame: pd.DataFrame, starts: list[float]) -> tuple[float | None, float | None]:
+    """p50 and p95 of the time to first token over every server process of the run: each
+    process's last histogram (its counters run from its start), summed, interpolated within the
+    bucket as Prometheus's histogram_quantile does."""
+    if "ttft_buckets" not in frame or frame.empty:
+        return None, None
+    process = np.searchsorted(np.asarray(starts, dtype=float), frame["t"].to_numpy(dtype=float), side="right")
+    total: dict[float, float] = {}
+    for _, rows in frame.groupby(process):
+        last = rows["ttft_buckets"].iloc[-1]
+        for le, count in (last or {}).items():
+            try:
+                bound = float(le)
+            except ValueError:
+                continue
+            total[bound] = total.get(bound, 0.0) + float(count)
+    bounds = sorted(total)
+    n = total[bounds[-1]] if bounds else 0.0
+    if n <= 0:
+        return None, None
+
+    def quantile(q: float) -> float:
+        rank, low, below = q * n, 0.0, 0.0
+        for bound in bounds:
+            count = total[bound]
+            if count >= rank:
+                if math.isinf(bound):
+                    return low  # past the last finite bound: that bound is all that is known
+                inside = count - below
+                return low + (bound - low) * ((rank - below) / inside if inside > 0 else 1.0)
+            low, below = bound, count
+        return low
+
+    return quantile(0.5), quantile(0.95)
+
+
+def _admission(root: Path, t0: float) -> pd.DataFrame | None:
+    """admission.jsonl as a frame on the samples' clock (None: the run has none)."""
+    from harness.admission.controller import ADMISSION_FILE, AdmissionRecord
+
+    path = root / ADMISSION_FILE
+    if not path.is_file():
+        return None
+    rows = []
+    for _, line in run_lines(path):
+        if not line or not line.strip():
+            continue
+        try:
+            rows.append(AdmissionRecord.model_validate_json(line).model_dump())
+        except ValueError:
+            continue
+    if not rows:
+        return None
+    frame = pd.DataFrame(rows)
+    frame["t"] = frame["t"].astype(float) - t0
+    return frame.sort_values("t", kind="stable").reset_index(drop=True)
+
+
+def _seconds(s: float) -> str:
+    return f"{s * 1000:.0f} ms" if s < 1 else f"{s:.1f} s"
 
 
 def _rates(frame: pd.DataFrame, starts: list[float]) -> pd.DataFrame:
@@ -175,6 +321,7 @@ def _rates(frame: pd.DataFrame, starts: list[float]) -> pd.DataFrame:
             "hits": hits,
             "queries": queries,
             "busy": busy,
+            "tokens": tokens.fillna(0.0),
             "preempted": g["preemptions"].diff().fillna(frame["preemptions"]).clip(lower=0),
         },
         index=frame.index,

@@ -8,6 +8,7 @@ name requests carry, ``ensure_up()`` makes it answer (starting or restarting a m
 import contextlib
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,6 +16,7 @@ import httpx
 
 from harness.seam import ModelEndpoint, ServerFacts
 from harness.server.config import ServerConfig
+from harness.server.metrics_records import MetricsSample
 from harness.server.process import VLLMServer
 
 if TYPE_CHECKING:
@@ -119,6 +121,28 @@ class ManagedEndpoint:
     def facts(self) -> ServerFacts:
         server = self._server
         return ServerFacts(up_s=server.up_seconds, busy_s=server.busy_seconds)
+
+    def watch_load(self, listener: Callable[[MetricsSample], None]) -> Callable[[], None] | None:
+        """``listener`` called with every scrape of this server (every start of it) until the
+        returned call; None when it is not scraped (--metrics-interval 0)."""
+        server = self._server
+        if not server.config.metrics_interval:
+            return None
+        server.load_listeners.append(listener)
+
+        def unwatch() -> None:
+            with contextlib.suppress(ValueError):
+                server.load_listeners.remove(listener)
+
+        return unwatch
+
+    def planned_sequences(self) -> tuple[int | None, int | None]:
+        """(full-length sequences its KV cache holds, the --max-num-seqs it is launched with)."""
+        plan = self._server.plan
+        if plan is None:
+            return None, None
+        seqs = self._server.config.max_num_seqs or plan.recommended_max_num_seqs
+        return plan.full_sequences, seqs
 
     def release(self, *, now: bool = False) -> None:
         if now:

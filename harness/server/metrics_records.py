@@ -27,6 +27,10 @@ class MetricsSample(BaseModel):
     prefix_cache_queries: float
     prefix_cache_hits: float
     preemptions: float
+    ttft_buckets: dict[str, float] = Field(
+        default_factory=dict,
+        description="vLLM's time-to-first-token histogram: cumulative requests per bucket bound (le).",
+    )
 
 
 EventName = Literal["start", "ready", "stop", "scrape_stopped"]
@@ -40,6 +44,7 @@ class ServerEvent(BaseModel):
     server: str
     event: EventName
     note: str = ""
+    max_num_seqs: int | None = Field(None, description="ready: the sequences vLLM runs at most at once.")
 
 
 TimelineLine = Annotated[MetricsSample | ServerEvent, Field(discriminator="kind")]

@@ -9,7 +9,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -28,6 +28,7 @@ from harness.server.gpu import has_cuda
 from harness.server.launch import Launch, build_launch
 from harness.server.memory import MemoryPlan, plan_memory
 from harness.server.metrics import IdleTracker, parse_metrics
+from harness.server.metrics_records import MetricsSample
 from harness.server.preflight import check_free_memory, tensor_parallel_size
 from harness.server.registry import DeviceLock, device_key
 from harness.server.scraper import MetricsScraper
@@ -107,6 +108,8 @@ class VLLMServer:
         self._scraped_busy = 0.0  # busy seconds of the earlier starts' timelines
         self._started_at = 0.0
         self._engines: list[psutil.Process] = []
+        # Called with every scrape of every start's scraper (the admission gate follows the KV cache).
+        self.load_listeners: list[Callable[[MetricsSample], None]] = []
 
     # ---- preflight -------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -268,8 +271,12 @@ class VLLMServer:
                 self.run_dir,
                 "+".join(self.served_names),
                 self.config.metrics_interval,
+                self.load_listeners,
             )
-            self._scraper.start(launched_s_ago=time.monotonic() - self._started_at)
+            self._scraper.start(
+                launched_s_ago=time.monotonic() - self._started_at,
+                max_num_seqs=self.config.max_num_seqs or self.plan.recommended_max_num_seqs,
+            )
         self._watchdog = threading.Thread(target=self._watch, name="vllm-watchdog", daemon=True)
         self._watchdog.start()
         return self

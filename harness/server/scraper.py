@@ -11,15 +11,17 @@ A scrape is one HTTP GET of ~56 KB on loopback and a line scan of it (about 1 ms
 thread costs well under 1% of a core at the 2 s default (bench/scrape_overhead.py).
 """
 
+import contextlib
 import threading
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import httpx
 from rich.markup import escape
 
 from harness.progress import console
-from harness.server.metrics import scan_metrics
+from harness.server.metrics import scan_metrics, scan_ttft
 from harness.server.metrics_records import METRICS_FILE, EventName, MetricsSample, ServerEvent
 
 __all__ = ["METRICS_FILE", "MetricsSample", "MetricsScraper", "ServerEvent"]
@@ -31,7 +33,16 @@ MAX_FAILURES = 3
 class MetricsScraper:
     """Scrapes one server's /metrics on a daemon thread; `stop()` ends it and records why."""
 
-    def __init__(self, url: str, run_dir: Path, server: str, interval: float = 2.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        run_dir: Path,
+        server: str,
+        interval: float = 2.0,
+        listeners: Sequence[Callable[[MetricsSample], None]] = (),
+    ) -> None:
+        """``listeners``: called with every sample, on the scraper's thread (the admission gate);
+        read at each scrape, so a list the caller changes later counts from then on."""
         if interval <= 0:
             raise ValueError(f"scrape interval must be positive, got {interval}")
         self.url = url
@@ -39,6 +50,7 @@ class MetricsScraper:
         self.server = server
         self.interval = interval
         self.samples = 0
+        self.listeners = listeners
         # Busy seconds by the timeline's own rule (results/timeline.py): a sample's interval is busy
         # when a request runs or waits at it, or tokens were generated since the one before.
         self.busy_s = 0.0
@@ -58,12 +70,13 @@ class MetricsScraper:
             ServerEvent(t=time.time() if t is None else t, server=self.server, event=event, note=note)
         )
 
-    def start(self, launched_s_ago: float) -> None:
-        """Record the launch (``launched_s_ago`` seconds back) and readiness, then scrape until stopped."""
+    def start(self, launched_s_ago: float, max_num_seqs: int | None = None) -> None:
+        """Record the launch (``launched_s_ago`` seconds back) and readiness (with the server's
+        ``--max-num-seqs``), then scrape until stopped."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         now = time.time()
         self.event("start", t=now - launched_s_ago)
-        self.event("ready", t=now)
+        self._write(ServerEvent(t=now, server=self.server, event="ready", max_num_seqs=max_num_seqs))
         self._thread = threading.Thread(target=self._run, name="vllm-metrics", daemon=True)
         self._thread.start()
 
@@ -98,16 +111,20 @@ class MetricsScraper:
                     response = http.get(self.url)
                     response.raise_for_status()
                     values = scan_metrics(response.text)
+                    ttft = scan_ttft(response.text)
                 except httpx.HTTPError as exc:
                     failures += 1
                     last_error = f"{type(exc).__name__}: {str(exc)[:160]}"
                 else:
                     failures = 0
                     if not self._halt.is_set():  # a scrape that straddled stop() belongs to no timeline
-                        sample = MetricsSample(t=t, server=self.server, **values)
+                        sample = MetricsSample(t=t, server=self.server, ttft_buckets=ttft, **values)
                         self._write(sample)
                         self._count_busy(sample)
                         self.samples += 1
+                        for listener in list(self.listeners):
+                            with contextlib.suppress(Exception):  # a listener never stops the timeline
+                                listener(sample)
                 if failures >= MAX_FAILURES:
                     if self._halt.is_set():
                         return
