@@ -91,6 +91,12 @@ class EvalConfig(BaseModel):
         "auto (docker when an engine answers, else local).",
     )
     idle_timeout: float = Field(300.0, ge=0, description="Stop the server after this many idle seconds.")
+    force_resume: bool = Field(
+        False,
+        description="Resume the run directory even though its manifest differs in what changes results "
+        "(a model's checkpoint, chat template or tool-call parser, the tasks' content, the sampling); "
+        "run.json records what changed.",
+    )
     sandbox: SandboxConfig = SandboxConfig()
     executor: ExecutorConfig = ExecutorConfig()
     loop: LoopConfig = LoopConfig()

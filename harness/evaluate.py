@@ -42,8 +42,9 @@ from harness.executor import Executor
 from harness.paths import absolute
 from harness.progress import console, progress_bar
 from harness.results.seeds import seed_statement
-from harness.results.store import EpisodeRecord, RunManifest, RunStore
+from harness.results.store import EpisodeRecord, RunStore
 from harness.rollout import Arm, Pending, Rollout, arm_label, disk_full_error, episode_key, record_episode
+from harness.run_manifest import build_manifest, complete_manifest
 from harness.runtime.select import make_runtime
 from harness.seam import ModelEndpoint
 from harness.server.endpoint import group_by_server, share_servers
@@ -135,6 +136,10 @@ def run_eval(config: EvalConfig) -> EvalSummary:
             if disk_full(exc):
                 raise disk_full_error(exc, "a write failed") from None
             raise
+        finally:
+            if "complete" in counts:  # run.json: when this invocation ended, the servers' argv
+                with contextlib.suppress(Exception):
+                    counts["complete"]()
 
 
 def _tasks(config: EvalConfig, images: bool) -> list[Task]:
@@ -154,21 +159,19 @@ def _run_eval(config: EvalConfig, stop: threading.Event, counts: dict[str, Any])
     endpoints = [executor.endpoint(config, m, run_dir) for m in config.models]  # planned here
     first = next(iter(arms.values())).scaffold
     sampling = _sampling(config, first)
-    store.init(
-        RunManifest(
-            run_id=run_dir.name,
-            tasks=sorted(t.id for t in tasks),
-            suite=suite,
-            # What --tasks resolved to, so that exports can diff against the starting workspaces.
-            tasks_source=str(Path(config.tasks).resolve()) if Path(config.tasks).exists() else config.tasks,
-            models=[e.name for e in endpoints],
-            seeds=list(range(1, config.seeds + 1)),
-            scaffold=",".join(a.scaffold.name for a in arms.values()),
-            scaffold_hash=_scaffolds_hash(arms),
-            runtime=runtime.name,
-            sampling=sampling,
-        )
+    manifest = build_manifest(
+        config,
+        run_dir=run_dir,
+        tasks=tasks,
+        endpoints=endpoints,
+        arms=arms,
+        runtime=runtime.name,
+        sampling=sampling,
+        scaffold_hash=_scaffolds_hash(arms),
     )
+    if forced := store.init(manifest, force=config.force_resume):
+        console.print(f"[yellow]warning:[/] --force-resume: {markup('; '.join(forced))}", highlight=False)
+    counts["complete"] = lambda: complete_manifest(store, endpoints, config.models)
     share_servers(endpoints)
     counts["run_dir_hint"] = str(run_dir)
     said, warning = seed_statement(sampling, config.seeds, runtime.name)
