@@ -43,6 +43,7 @@ from harness.paths import absolute
 from harness.progress import console, progress_bar
 from harness.results.seeds import seed_statement
 from harness.results.store import EpisodeRecord, RunStore
+from harness.resume import Drain, graceful_stop_words
 from harness.rollout import Arm, Pending, Rollout, arm_label, disk_full_error, episode_key, record_episode
 from harness.run_manifest import build_manifest, complete_manifest
 from harness.runtime.select import make_runtime
@@ -118,9 +119,10 @@ def run_eval(config: EvalConfig) -> EvalSummary:
     stop = threading.Event()
     caught: list[int] = []
     counts: dict[str, Any] = {}
-    with stop_on_signals(stop, caught):
+    drain = Drain(config.stop_grace)
+    with stop_on_signals(stop, caught, drain):
         try:
-            return _run_eval(config, stop, counts)
+            return _run_eval(config, stop, counts, drain)
         except KeyboardInterrupt:
             stop.set()
             name = signal.Signals(caught[0]).name if caught else "SIGINT"
@@ -128,8 +130,9 @@ def run_eval(config: EvalConfig) -> EvalSummary:
             running, queued = counts.get("stopped", 0), counts.get("queued", 0)
             where = f" ({counts['run_dir_hint']})" if "run_dir_hint" in counts else ""
             raise RunStopped(
-                f"stopped by {name}: {running} running episode(s) stopped, {queued} not started, none of "
-                f"them recorded; the server is down. Run the same command to resume{where}",
+                f"stopped by {name}: {graceful_stop_words(drain, counts.get('drained', 0))}{running} running "
+                f"episode(s) stopped, {queued} not started, none of them recorded (each goes on from its last "
+                f"checkpoint); the server is down. Run the same command to resume{where}",
                 code,
             ) from None
         except OSError as exc:
@@ -147,7 +150,7 @@ def _tasks(config: EvalConfig, images: bool) -> list[Task]:
     return select_tasks(suite, config.tasks, skip_unsupported=config.skip_unsupported, images=images)
 
 
-def _run_eval(config: EvalConfig, stop: threading.Event, counts: dict[str, Any]) -> EvalSummary:
+def _run_eval(config: EvalConfig, stop: threading.Event, counts: dict[str, Any], drain: Drain) -> EvalSummary:
     arms = make_arms(config)
     runtime = make_runtime(config.runtime, config.sandbox)
     tasks = _tasks(config, images=runtime.name == "docker")
@@ -183,7 +186,7 @@ def _run_eval(config: EvalConfig, stop: threading.Event, counts: dict[str, Any])
     waiting = frozenset(episode_key(*k) for k, r in done.items() if not r.verified)
     runtime.prepare(run_dir, tasks, keep=waiting)
     ctx = Rollout(config, store, arms, runtime)
-    ctx.stop = stop
+    ctx.stop, ctx.drain = stop, drain
     new = 0
     for group in group_by_server(endpoints):
         pending = [
@@ -227,6 +230,7 @@ def _rollouts(ctx: Rollout, executor: Executor, pending: Sequence[Pending], coun
                 ctx.store.root / LOG_FILE, (n for a in ctx.arms.values() for n in a.runner.loggers)
             ),
             progress_bar(f"rollouts {', '.join(names)}", len(pending)) as bar,
+            ctx.drain.during_rollouts(),
         ):
             for finished in results:
                 if finished is None:  # stopped while it ran: no record
@@ -236,6 +240,9 @@ def _rollouts(ctx: Rollout, executor: Executor, pending: Sequence[Pending], coun
                 bar.advance()
                 # task ids and error types are data: no markup, no escapes
                 bar.print(markup(_rollout_line(rec, len(names) > 1)))
+        if ctx.drain.event.is_set():  # every running episode ended after its turn, checkpointed
+            ctx.stop.set()
+            raise KeyboardInterrupt
     except BaseException:  # a stop signal, or an error: nothing more starts, running episodes end now
         ctx.halt()
         raise
@@ -243,6 +250,7 @@ def _rollouts(ctx: Rollout, executor: Executor, pending: Sequence[Pending], coun
         with contextlib.suppress(Exception):
             results.close()  # type: ignore[attr-defined]  # a generator: its cleanup runs now
         counts["stopped"] = counts.get("stopped", 0) + ctx.stopped
+        counts["drained"] = counts.get("drained", 0) + ctx.drained
         counts["queued"] = max(0, len(pending) - ctx.started)
     return count
 

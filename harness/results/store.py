@@ -68,6 +68,13 @@ class EpisodeRecord(BaseModel):
     llm_s: float
     error: EpisodeError | None
     trajectory: str
+    resumed_turns: int = Field(
+        0, description="Turns taken from the checkpoint of an interrupted attempt (not paid again)."
+    )
+    resume_note: str | None = Field(
+        None, description="Why a checkpoint on disk was not used (the episode began again from turn 1)."
+    )
+    checkpoint_s: float = Field(0.0, description="Seconds its last attempt spent saving checkpoints.")
     verified: bool = False
     verify_mode: Literal["fresh", "shared"] | None = Field(
         None,
