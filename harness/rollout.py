@@ -211,8 +211,10 @@ def _attempt(ctx: Rollout, item: Pending) -> tuple[EpisodeOutcome, EpisodeSandbo
         aliases=arm.schemas.aliases,
     )
     endpoint = ctx.proxy().episode(item.key, watch, record=edir / MODEL_CALLS, upstream=item.endpoint)
+    ended_stopped = False
     try:
         outcome = arm.runner.run(spec, sandbox, endpoint, ctx.stop)
+        ended_stopped = outcome.stopped
     except OSError as exc:  # the episode's own files (a full disk): the infrastructure's failure
         if not disk_full(exc):
             raise
@@ -224,9 +226,9 @@ def _attempt(ctx: Rollout, item: Pending) -> tuple[EpisodeOutcome, EpisodeSandbo
     finally:
         endpoint.release()
         ctx.untrack(item.key)
-        # the final files exported, the sandbox kept for verification (a checkpointed stop: resumed
-        # from its checkpoint next time, nothing to export)
-        too_big = None if checkpoint is not None and checkpoint.drained else _finish(sandbox)
+        # the final files exported, the sandbox kept for verification (a stopped episode: not
+        # recorded, it goes on from its checkpoint next time; nothing to export)
+        too_big = None if ended_stopped else _finish(sandbox)
     if watch.watch:
         outcome = _watched(outcome, endpoint.watch)
     outcome = with_checkpoint(outcome, checkpoint, ctx.resume_notes.get(item.key))

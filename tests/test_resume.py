@@ -282,3 +282,18 @@ def test_files_put_back_from_generations(tmp_path: Path) -> None:
         }  # fmt: skip
 
     assert tree(fresh) == tree(live)
+
+
+def test_a_stop_during_the_last_turn_records_the_episode_it_ended(tmp_path: Path) -> None:
+    """SIGTERM while the finishing call is in flight: that turn ends the episode, which is recorded
+    (not checkpointed to be resumed into a turn past its end); the rerun only verifies it."""
+    run = tmp_path / "run"
+    with ReplayServer(script("openhands-codeact")) as server:
+        took, err, code = interrupt(run, server, "openhands-codeact", "local", signal.SIGTERM, at=TURNS)
+        assert code == 143 and took < GRACE_S, err[-2000:]
+        lines = [json.loads(x) for x in (run / "episodes.jsonl").read_text().splitlines()]
+        assert [(r["status"], r["verified"], r["turns"]) for r in lines] == [("unresolved", False, TURNS)]
+        run_to_end(run, server, "openhands-codeact", "local")
+        assert server.served == TURNS
+    rec = record(run)
+    assert rec["status"] == "resolved" and rec["resumed_turns"] == 0

@@ -21,16 +21,14 @@ def with_checkpoint(
     outcome: EpisodeOutcome, checkpoint: EpisodeCheckpoint | None, note: str | None
 ) -> EpisodeOutcome:
     """The runner is done with ``checkpoint`` (its journal closed). The outcome with what its
-    checkpoints did: the turns it took from one, whether it ended for
-    a graceful stop (``stopped``: not recorded, resumed next time), why a checkpoint was not used,
-    and the checkpoints' cost (details)."""
+    checkpoints did: the turns it took from one, why a checkpoint was
+    not used, and what saving them cost. (Whether it ended for a graceful stop, ``stopped``, is the
+    runner's to say: a turn that ended the episode ends it, stop or not.)"""
     update: dict[str, object] = {}
     if checkpoint is not None:
         checkpoint.close()
         if checkpoint.resume is not None:
             update["resumed_turns"] = checkpoint.resume.turn
-        if checkpoint.drained:
-            update["stopped"] = True
         update["checkpoint_s"] = checkpoint.seconds
     if note:
         update["resume_note"] = note

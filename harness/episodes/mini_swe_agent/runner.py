@@ -174,7 +174,7 @@ class MiniSweAgentRunner:
             llm_s=model.llm_s,
             prompt_tokens=sum(t.prompt_tokens or 0 for t in turns),
             completion_tokens=sum(t.completion_tokens or 0 for t in turns),
-            stopped=stop.is_set(),
+            stopped=stop.is_set() or exit_status == "Stopped",  # a graceful stop ends it as "Stopped" too
             details={"exit_status": exit_status, "trajectory": TRAJECTORY, "mini_swe_agent": version},
             **outcome,
         )

@@ -92,6 +92,7 @@ def run_sdk_episode(
     detector = LoopDetector(loop_config)
     turns: list[Turn] = []
     conv: Any = None
+    drained = threading.Event()  # paused for the run's graceful stop, after a checkpoint
 
     def on_event(event: Any) -> None:
         if sandbox_failure is not None and sandbox_failure() is not None and conv is not None:
@@ -101,6 +102,7 @@ def run_sdk_episode(
             if detector.feed(turn) is not None and stop_on_loop and conv is not None:
                 conv.pause()  # takes effect before the next model call
             elif checkpoint is not None and conv is not None and checkpoint.turn_done(len(turns), state):
+                drained.set()
                 conv.pause()  # the run is stopping: this turn was the last, checkpointed
 
     def state() -> dict[str, Any]:
@@ -233,7 +235,9 @@ def run_sdk_episode(
         completion_tokens=completion_tokens,
         timed_out=timed_out.is_set(),
         infra=infra and status == "error",
-        stopped=stop is not None and stop.is_set(),
+        # paused for a graceful stop: not recorded, resumed (a turn that finished it is its end)
+        stopped=(stop is not None and stop.is_set())
+        or (drained.is_set() and sdk_status == Status.PAUSED.value),
     )
 
 
