@@ -62,6 +62,8 @@ def one(tmp: Path, queued: int, base_url: str) -> tuple[float, int, str]:
             "local",
             "--run-dir",
             str(run),
+            "--stop-grace",  # the immediate stop; the graceful one is bench/resume.py's
+            "0",
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -5,7 +5,7 @@ import contextlib
 import signal
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Protocol
 
 from harness.errors import HarnessError
 
@@ -18,18 +18,41 @@ class Stopped(HarnessError):
         self.exit_code = exit_code
 
 
+class GracefulStop(Protocol):
+    """What may take a first signal gracefully (harness/resume/drain.py)."""
+
+    def soft(self, signo: int) -> bool:
+        """True: the first signal begins a graceful stop; False: stop at once."""
+        ...
+
+    @property
+    def in_grace(self) -> bool:
+        """A graceful stop is under way: the next signal stops at once."""
+        ...
+
+
 @contextlib.contextmanager
-def stop_on_signals(stop: threading.Event, caught: list[int]) -> Iterator[None]:
+def stop_on_signals(
+    stop: threading.Event, caught: list[int], graceful: GracefulStop | None = None
+) -> Iterator[None]:
     """The first SIGINT or SIGTERM sets ``stop`` and unwinds the main thread (KeyboardInterrupt);
-    later ones are ignored, so the cleanup that the first one started (seconds) runs to its end."""
+    later ones are ignored, so the cleanup that the first one started (seconds) runs to its end.
+
+    ``graceful`` may take the first signal softly instead (running episodes finish their turn);
+    while its grace lasts, the next signal (or the grace running out) stops at once."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def on_signal(signo: int, _frame: Any) -> None:
         if caught:
+            if graceful is not None and graceful.in_grace and not stop.is_set():
+                stop.set()  # the second: at once, as a first would have without a grace
+                raise KeyboardInterrupt
             return
         caught.append(signo)
+        if graceful is not None and graceful.soft(signo):
+            return
         stop.set()
         raise KeyboardInterrupt
 

@@ -720,6 +720,20 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_show_manifest(args: argparse.Namespace) -> int:
+    from harness.results.manifest import manifest_lines
+    from harness.results.runs import read_manifest
+
+    manifest = read_manifest(args.run)
+    if args.json:
+        print(json.dumps(manifest, indent=2))
+        return 0
+    out.print(f"[bold]{escape(args.run)}[/]")
+    for line in manifest_lines(manifest):
+        out.print(escape(line), highlight=False)
+    return 0
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     from harness.results.show import show
 
@@ -1013,6 +1027,14 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         "--limit", type=int, default=50, metavar="N", help="list at most N episodes (0: all) [default: 50]"
     )
     sh.set_defaults(func=cmd_show)
+
+    sm = sub.add_parser(
+        "show-manifest",
+        help="what produced a run: harness, packages, checkpoints, server, scaffold, sampling, tasks, machine",
+    )
+    sm.add_argument("run", type=Path, help="a harness eval run directory")
+    sm.add_argument("--json", action="store_true", help="run.json as it is")
+    sm.set_defaults(func=cmd_show_manifest)
 
     ep = sub.add_parser(
         "export-preds", help="SWE-bench preds.jsonl (instance_id, model_name_or_path, model_patch)"

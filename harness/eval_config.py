@@ -103,6 +103,24 @@ class EvalConfig(BaseModel):
         "auto (docker when an engine answers, else local).",
     )
     idle_timeout: float = Field(300.0, ge=0, description="Stop the server after this many idle seconds.")
+    stop_grace: float = Field(
+        30.0,
+        ge=0,
+        description="Seconds the first Ctrl-C or SIGTERM gives running episodes to finish the turn in "
+        "flight and checkpoint (a second signal, or the grace running out, stops at once); 0: at once.",
+    )
+    checkpoint_every: int = Field(
+        1,
+        ge=0,
+        description="Checkpoint an episode (its agent's state and its sandbox's files, in its directory) "
+        "every N completed turns and at every graceful stop; a rerun resumes it from there. 0: only at a stop.",
+    )
+    force_resume: bool = Field(
+        False,
+        description="Resume the run directory even though its manifest differs in what changes results "
+        "(a model's checkpoint, chat template or tool-call parser, the tasks' content, the sampling); "
+        "run.json records what changed.",
+    )
     sandbox: SandboxConfig = SandboxConfig()
     executor: ExecutorConfig = ExecutorConfig()
     loop: LoopConfig = LoopConfig()

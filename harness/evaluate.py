@@ -42,8 +42,10 @@ from harness.executor import Executor
 from harness.paths import absolute
 from harness.progress import console, progress_bar
 from harness.results.seeds import seed_statement
-from harness.results.store import EpisodeRecord, RunManifest, RunStore
+from harness.results.store import EpisodeRecord, RunStore
+from harness.resume import Drain, graceful_stop_words
 from harness.rollout import Arm, Pending, Rollout, arm_label, disk_full_error, episode_key, record_episode
+from harness.run_manifest import build_manifest, complete_manifest
 from harness.runtime.select import make_runtime
 from harness.seam import ModelEndpoint
 from harness.server.endpoint import group_by_server, share_servers
@@ -117,9 +119,11 @@ def run_eval(config: EvalConfig) -> EvalSummary:
     stop = threading.Event()
     caught: list[int] = []
     counts: dict[str, Any] = {}
-    with stop_on_signals(stop, caught):
+    # Ray's episodes run on other nodes, out of reach of this process's graceful stop
+    drain = Drain(config.stop_grace if config.executor.name == "threads" else 0.0)
+    with stop_on_signals(stop, caught, drain):
         try:
-            return _run_eval(config, stop, counts)
+            return _run_eval(config, stop, counts, drain)
         except KeyboardInterrupt:
             stop.set()
             name = signal.Signals(caught[0]).name if caught else "SIGINT"
@@ -127,14 +131,19 @@ def run_eval(config: EvalConfig) -> EvalSummary:
             running, queued = counts.get("stopped", 0), counts.get("queued", 0)
             where = f" ({counts['run_dir_hint']})" if "run_dir_hint" in counts else ""
             raise RunStopped(
-                f"stopped by {name}: {running} running episode(s) stopped, {queued} not started, none of "
-                f"them recorded; the server is down. Run the same command to resume{where}",
+                f"stopped by {name}: {graceful_stop_words(drain, counts.get('drained', 0))}{running} running "
+                f"episode(s) stopped, {queued} not started, none of them recorded (each goes on from its last "
+                f"checkpoint); the server is down. Run the same command to resume{where}",
                 code,
             ) from None
         except OSError as exc:
             if disk_full(exc):
                 raise disk_full_error(exc, "a write failed") from None
             raise
+        finally:
+            if "complete" in counts:  # run.json: when this invocation ended, the servers' argv
+                with contextlib.suppress(Exception):
+                    counts["complete"]()
 
 
 def _tasks(config: EvalConfig, images: bool) -> list[Task]:
@@ -143,7 +152,7 @@ def _tasks(config: EvalConfig, images: bool) -> list[Task]:
     return select_tasks(suite, config.tasks, skip_unsupported=config.skip_unsupported, images=images)
 
 
-def _run_eval(config: EvalConfig, stop: threading.Event, counts: dict[str, Any]) -> EvalSummary:
+def _run_eval(config: EvalConfig, stop: threading.Event, counts: dict[str, Any], drain: Drain) -> EvalSummary:
     arms = make_arms(config)
     runtime = make_runtime(config.runtime, config.sandbox)
     tasks = _tasks(config, images=runtime.name == "docker")
@@ -155,21 +164,19 @@ def _run_eval(config: EvalConfig, stop: threading.Event, counts: dict[str, Any])
     endpoints = [executor.endpoint(config, m, run_dir) for m in config.models]  # planned here
     first = next(iter(arms.values())).scaffold
     sampling = _sampling(config, first)
-    store.init(
-        RunManifest(
-            run_id=run_dir.name,
-            tasks=sorted(t.id for t in tasks),
-            suite=suite,
-            # What --tasks resolved to, so that exports can diff against the starting workspaces.
-            tasks_source=str(Path(config.tasks).resolve()) if Path(config.tasks).exists() else config.tasks,
-            models=[e.name for e in endpoints],
-            seeds=list(range(1, config.seeds + 1)),
-            scaffold=",".join(a.scaffold.name for a in arms.values()),
-            scaffold_hash=_scaffolds_hash(arms),
-            runtime=runtime.name,
-            sampling=sampling,
-        )
+    manifest = build_manifest(
+        config,
+        run_dir=run_dir,
+        tasks=tasks,
+        endpoints=endpoints,
+        arms=arms,
+        runtime=runtime.name,
+        sampling=sampling,
+        scaffold_hash=_scaffolds_hash(arms),
     )
+    if forced := store.init(manifest, force=config.force_resume):
+        console.print(f"[yellow]warning:[/] --force-resume: {markup('; '.join(forced))}", highlight=False)
+    counts["complete"] = lambda: complete_manifest(store, endpoints, config.models)
     share_servers(endpoints)
     counts["run_dir_hint"] = str(run_dir)
     said, warning = seed_statement(sampling, config.seeds, runtime.name)
@@ -181,7 +188,7 @@ def _run_eval(config: EvalConfig, stop: threading.Event, counts: dict[str, Any])
     waiting = frozenset(episode_key(*k) for k, r in done.items() if not r.verified)
     runtime.prepare(run_dir, tasks, keep=waiting)
     ctx = Rollout(config, store, arms, runtime)
-    ctx.stop = stop
+    ctx.stop, ctx.drain = stop, drain
     new = 0
     for group in group_by_server(endpoints):
         pending = [
@@ -225,6 +232,7 @@ def _rollouts(ctx: Rollout, executor: Executor, pending: Sequence[Pending], coun
                 ctx.store.root / LOG_FILE, (n for a in ctx.arms.values() for n in a.runner.loggers)
             ),
             progress_bar(f"rollouts {', '.join(names)}", len(pending)) as bar,
+            ctx.drain.during_rollouts(),
         ):
             ctx.status = bar.status  # episodes in flight and the KV cache, live
             for finished in results:
@@ -235,6 +243,9 @@ def _rollouts(ctx: Rollout, executor: Executor, pending: Sequence[Pending], coun
                 bar.advance()
                 # task ids and error types are data: no markup, no escapes
                 bar.print(markup(_rollout_line(rec, len(names) > 1)))
+        if ctx.drain.event.is_set():  # every running episode ended after its turn, checkpointed
+            ctx.stop.set()
+            raise KeyboardInterrupt
     except BaseException:  # a stop signal, or an error: nothing more starts, running episodes end now
         ctx.halt()
         raise
@@ -242,6 +253,7 @@ def _rollouts(ctx: Rollout, executor: Executor, pending: Sequence[Pending], coun
         with contextlib.suppress(Exception):
             results.close()  # type: ignore[attr-defined]  # a generator: its cleanup runs now
         counts["stopped"] = counts.get("stopped", 0) + ctx.stopped
+        counts["drained"] = counts.get("drained", 0) + ctx.drained
         counts["queued"] = max(0, len(pending) - ctx.started)
     return count
 

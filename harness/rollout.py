@@ -23,8 +23,9 @@ from harness.monitor import ToolSchemas, detect_stall, validate_turn
 from harness.progress import console
 from harness.proxy import Proxy, WatchConfig
 from harness.results.store import EpisodeError, EpisodeRecord, RunStore
+from harness.resume import CheckpointUnusable, Drain, open_checkpoint, set_aside, with_checkpoint
 from harness.runtime.base import EpisodeSandbox, Runtime
-from harness.runtime.export_caps import ExportLimit, remove_tree
+from harness.runtime.export_caps import ExportLimit
 from harness.seam import EpisodeOutcome, EpisodeRunner, EpisodeSpec, ModelEndpoint
 from harness.tasks import Task
 
@@ -106,6 +107,9 @@ class Rollout:
         self._proxy: Proxy | None = None
         # The progress line's live part (episodes in flight, KV cache): the driver's bar sets it.
         self.status: Callable[[str], None] = lambda _: None
+        self.drain = Drain(0.0)  # the graceful stop (evaluate.py sets the run's)
+        self.drained = 0  # episodes that ended after their turn for it, checkpointed
+        self.resume_notes: dict[str, str] = {}  # why an episode's checkpoint was not used
 
     def proxy(self) -> "Proxy":
         """The run's model-call proxy (started on first use): every episode's requests go through
@@ -172,12 +176,19 @@ def _attempt(ctx: Rollout, item: Pending) -> tuple[EpisodeOutcome, EpisodeSandbo
     edir = ctx.store.episode_dir(item.label, task.id, item.seed)
     with ctx.opening():
         try:
-            if edir.exists():
-                remove_tree(edir)  # an interrupted attempt: start from a fresh workspace
             arm = ctx.arms[item.scaffold]
-            sandbox = ctx.runtime.open(task, edir, item.key, prep=getattr(arm.runner, "prep", None))
+            # an interrupted attempt goes on from its checkpoint, else from a fresh workspace
+            sandbox, checkpoint, note = open_checkpoint(
+                edir,
+                item.scaffold,
+                lambda: ctx.runtime.open(task, edir, item.key, prep=getattr(arm.runner, "prep", None)),
+                every=ctx.config.checkpoint_every,
+                drain=ctx.drain.event,
+            )
         except Exception as exc:  # no sandbox (its image failed, the engine refused, a full disk): data
             return failed_outcome("the episode's sandbox could not be made", exc, started), None
+        if note:
+            ctx.resume_notes[item.key] = note
         if not ctx.track(item.key, sandbox):  # the run is stopping
             sandbox.close()
             stopped = failed_outcome("the run stopped", KeyboardInterrupt(), started)
@@ -193,6 +204,7 @@ def _attempt(ctx: Rollout, item: Pending) -> tuple[EpisodeOutcome, EpisodeSandbo
         max_iterations=ctx.config.max_iterations or task.limits.max_iterations,
         temperature=ctx.config.temperature,
         time_limit_s=task.limits.agent_timeout_s,
+        checkpoint=checkpoint,
     )
     watch = WatchConfig(
         watch=not arm.runner.watches_loops,
@@ -201,18 +213,27 @@ def _attempt(ctx: Rollout, item: Pending) -> tuple[EpisodeOutcome, EpisodeSandbo
         aliases=arm.schemas.aliases,
     )
     endpoint = ctx.proxy().episode(item.key, watch, record=edir / MODEL_CALLS, upstream=item.endpoint)
+    ended_stopped = False
     try:
         outcome = arm.runner.run(spec, sandbox, endpoint, ctx.stop)
+        ended_stopped = outcome.stopped
     except OSError as exc:  # the episode's own files (a full disk): the infrastructure's failure
         if not disk_full(exc):
             raise
         outcome = failed_outcome("the episode's files could not be written", exc, started)
+    except CheckpointUnusable as exc:  # the runner could not take its state back: from turn 1 next
+        set_aside(edir)
+        ctx.resume_notes[item.key] = f"{exc}; the episode began again from turn 1"
+        outcome = failed_outcome("the episode's checkpoint could not be restored", exc, started)
     finally:
         endpoint.release()
         ctx.untrack(item.key)
-        too_big = _finish(sandbox)  # the final files exported, the sandbox kept for verification
+        # the final files exported, the sandbox kept for verification (a stopped episode: not
+        # recorded, it goes on from its checkpoint next time; nothing to export)
+        too_big = None if ended_stopped else _finish(sandbox)
     if watch.watch:
         outcome = _watched(outcome, endpoint.watch)
+    outcome = with_checkpoint(outcome, checkpoint, ctx.resume_notes.get(item.key))
     if too_big is not None:  # the agent's doing: scored, and not run again
         outcome = outcome.model_copy(
             update={"status": "error", "error_type": "ExportLimit", "error": str(too_big), "infra": False}
@@ -248,10 +269,13 @@ def run_attempts(ctx: Rollout, item: Pending) -> Finished | None:
     episode the run's stop interrupted returns None (it is not recorded).
     """
     for attempt in range(INFRA_RETRIES + 1):
+        if ctx.drain.event.is_set():  # the run is stopping: nothing more starts
+            return None
         outcome, sandbox = _attempt(ctx, item)
-        if ctx.stop.is_set():  # set before anything was stopped: this outcome may be cut short
+        if ctx.stop.is_set() or outcome.stopped:  # this outcome may be cut short: not recorded
             if sandbox is not None:
                 sandbox.close()
+            ctx.drained += not ctx.stop.is_set()  # ended after its turn for a graceful stop
             return None
         if not outcome.infra or attempt == INFRA_RETRIES:
             break
@@ -262,6 +286,7 @@ def run_attempts(ctx: Rollout, item: Pending) -> Finished | None:
         )
         if sandbox is not None:
             sandbox.close()
+    ctx.resume_notes.pop(item.key, None)
     return Finished(item, outcome, sandbox)
 
 
@@ -320,6 +345,9 @@ def record_episode(ctx: Rollout, done: Finished) -> EpisodeRecord:
             stall=detect_stall(outcome.turns),
             prompt_tokens=outcome.prompt_tokens,
             completion_tokens=outcome.completion_tokens,
+            resumed_turns=outcome.resumed_turns,
+            resume_note=outcome.resume_note,
+            checkpoint_s=round(outcome.checkpoint_s, 4),
             wall_s=round(outcome.wall_s, 3),
             llm_s=round(outcome.llm_s, 3),
             error=EpisodeError(type=outcome.error_type or "Error", message=outcome.error or "")
@@ -330,6 +358,8 @@ def record_episode(ctx: Rollout, done: Finished) -> EpisodeRecord:
             verified=status == "error",
         )
         store.append(rec)
+        if status != "infra_error":  # final: its checkpoint is of no more use (an infra_error resumes)
+            set_aside(store.episode_dir(item.label, task.id, seed))
     except OSError as exc:
         if sandbox is not None:
             sandbox.close()

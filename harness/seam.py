@@ -17,9 +17,9 @@ episodes (harness/executor.py: threads here, Ray in harness/cluster), both throu
 """
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,6 +27,31 @@ from harness.monitor import LoopFinding, Turn
 from harness.tasks.loader import Task
 
 EpisodeStatus = Literal["finished", "loop_stopped", "max_iterations", "stuck", "error"]
+
+
+class ResumeState(BaseModel):
+    """Where an interrupted episode goes on from: its last checkpoint (harness/resume)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    turn: int = Field(ge=1, description="Turns complete at the checkpoint.")
+    state: dict[str, Any] = Field(description="The runner's own state, as its ``state()`` gave it.")
+
+
+@runtime_checkable
+class Checkpointing(Protocol):
+    """An episode's checkpoints: a runner tells it of every completed turn (harness/resume)."""
+
+    @property
+    def resume(self) -> ResumeState | None:
+        """The checkpoint to go on from (its sandbox files are back already); None: from turn 1."""
+        ...
+
+    def turn_done(self, turns: int, state: Callable[[], dict[str, Any]]) -> bool:
+        """``turns`` turns are complete (their tools ran) and the next model call has not begun: a
+        checkpoint of ``state()`` (JSON data) and the sandbox's files, as often as the run asks.
+        True: the run is stopping; end the episode now (its outcome says ``stopped``)."""
+        ...
 
 
 class EpisodeSpec(BaseModel):
@@ -44,6 +69,9 @@ class EpisodeSpec(BaseModel):
     max_iterations: int | None = Field(None, ge=1, description="Model turns at most (None: scaffold's).")
     temperature: float | None = Field(None, ge=0, le=2, description="None: the scaffold's sampling.")
     time_limit_s: float | None = Field(None, gt=0, description="Wall time of the agent's part.")
+    checkpoint: Checkpointing | None = Field(
+        None, exclude=True, description="Where its turns are checkpointed and resumed from (None: nowhere)."
+    )
 
 
 class ExecResult(BaseModel):
@@ -150,6 +178,9 @@ class EpisodeOutcome(BaseModel):
     timed_out: bool = False
     infra: bool = False  # failed because of the infrastructure: retried, never scored
     stopped: bool = False  # the run was stopped while it ran: it is not recorded
+    resumed_turns: int = 0  # turns taken from a checkpoint of an earlier, interrupted attempt
+    resume_note: str | None = None  # why a checkpoint on disk was not used (the episode began again)
+    checkpoint_s: float = 0.0  # seconds spent saving checkpoints
     details: dict[str, str] = Field(
         default_factory=dict, description="Scaffold-specific facts kept beside the record (exit status, ...)."
     )

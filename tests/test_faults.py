@@ -270,7 +270,19 @@ def test_stop_signal_with_episodes_running_and_queued(
         )
     script = ReplayScript(model="scripted", responses=[hang], when_exhausted="repeat_last")
     with ReplayServer(script) as server:
-        proc = start_eval(run, server.base_url, "--tasks", "smoke", "--seeds", "4", "--concurrency", "4")
+        # the immediate stop (the graceful one, issue 26: tests/test_resume.py)
+        proc = start_eval(
+            run,
+            server.base_url,
+            "--tasks",
+            "smoke",
+            "--seeds",
+            "4",
+            "--concurrency",
+            "4",
+            "--stop-grace",
+            "0",
+        )
         if moment == "model_call":
             wait_for(lambda: server.served >= 4, what="4 model calls in flight")
         else:
@@ -347,6 +359,8 @@ def test_sigint_with_container_episodes_running_removes_their_containers(tmp_pat
             "2",
             "--runtime",
             "docker",
+            "--stop-grace",
+            "0",
         )
         wait_for(lambda: server.served >= 2, what="2 container episodes with a model call in flight")
         found = containers_of(client, run)

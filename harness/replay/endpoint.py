@@ -9,7 +9,7 @@ after ``idle_timeout`` seconds without a request and by ``release``, started aga
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from harness.replay.script import load_script
 from harness.replay.server import ReplayServer
@@ -57,6 +57,18 @@ class ReplayEndpoint:
 
     def facts(self) -> ServerFacts | None:
         return None  # a script costs no GPU: its time is left out of the server figures
+
+    def describe(self) -> dict[str, Any]:
+        """run.json's record of it: the script stands for the checkpoint (its hash, its identity)."""
+        from harness.provenance import file_sha256
+
+        digest = file_sha256(Path(self.path.removeprefix(PREFIX))) or ""
+        return {
+            "kind": "replay",
+            "path": self.path,
+            "served_name": self.name,
+            "checkpoint": {"kind": "replay script", "fingerprint": digest[:16], "sha256": digest},
+        }
 
     @property
     def running(self) -> bool:

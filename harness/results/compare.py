@@ -14,6 +14,7 @@ from harness.errors import HarnessError
 from harness.results._gc import gc_paused
 from harness.results.attribution import Attribution, ScaffoldPair, attribute
 from harness.results.gate import GateResult
+from harness.results.manifest import compare_differences
 from harness.results.metrics import FORMAT_CATEGORIES, expand_counts, scored
 from harness.results.power import Power, paired_power, paired_spread
 from harness.results.runs import RunData
@@ -203,11 +204,19 @@ def _check_comparable(
         pa, pb = (_model_paths(run, label) for run, label in zip((a, b), labels, strict=True))
         if pa != pb:
             differences.append(f"the model differs: {', '.join(sorted(pa))} vs {', '.join(sorted(pb))}")
+    refused, warned = compare_differences(
+        a.manifest, labels[0], b.manifest, labels[1], scaffolds=scaffolds is not None
+    )
+    # the scaffold and the task ids are checked above; the manifests add the tasks' content and
+    # each model's chat template, and what differs without making another experiment
+    differences += [
+        str(d) for d in refused if d.what != "scaffold" and not (d.what == "task set" and differences)
+    ]
     if differences and not force:
         raise HarnessError(
             f"not comparable: {'; '.join(differences)}. Pass --force to compare the common tasks anyway"
         )
-    return [f"forced: {d}" for d in differences]
+    return [f"forced: {d}" for d in differences] + [f"runs differ in {d.what}: {d}" for d in warned]
 
 
 def _model_paths(run: RunData, label: str) -> set[str]:

@@ -17,6 +17,7 @@ from harness.errors import HarnessError
 from harness.progress import console
 from harness.results.arms import scaffold_sentences
 from harness.results.episode_view import EpisodeView, TurnChecks, episode_id, load_episode
+from harness.results.manifest import manifest_lines, manifest_markdown
 from harness.results.metrics import ModelMetrics, model_metrics, per_seed
 from harness.results.runs import RunData, load_run
 from harness.results.store import EpisodeRecord
@@ -338,6 +339,7 @@ def _markdown(
             if r.stall
         ]
         parts.append("")
+    parts += ["## Manifest", "", *manifest_markdown(run.manifest), ""]
     return "\n".join(parts)
 
 
@@ -539,5 +541,6 @@ def _html(
         f'<h2>Plots</h2><div class="plots">{"".join(_img(k, p) for k, p in plots.items())}</div>'
         f"<h2>Episodes</h2><div>{_filters(run.episodes)}</div>{_episode_rows(run.records())}"
         f"<h2>Trajectories</h2>{embedded}{''.join(_episode_html(v) for v in views)}"
+        f'<h2>Manifest</h2><ul id="manifest">{"".join(f"<li>{_e(x)}</li>" for x in manifest_lines(run.manifest))}</ul>'
         "</body></html>"
     )

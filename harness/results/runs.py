@@ -116,6 +116,13 @@ def load_run(path: Path, selection: TaskSelection | None = None) -> RunData:
     )
 
 
+def read_manifest(root: Path) -> dict[str, Any]:
+    """A run's run.json (HarnessError naming the mistake: no such run, not valid JSON)."""
+    if not (root / "run.json").is_file():
+        raise HarnessError(f"{root}: no run.json there; give a harness eval run directory")
+    return _manifest(root)
+
+
 def _manifest(root: Path) -> dict[str, Any]:
     path = root / "run.json"
     if not path.exists():

@@ -73,6 +73,13 @@ class EpisodeRecord(BaseModel):
     llm_s: float
     error: EpisodeError | None
     trajectory: str
+    resumed_turns: int = Field(
+        0, description="Turns taken from the checkpoint of an interrupted attempt (not paid again)."
+    )
+    resume_note: str | None = Field(
+        None, description="Why a checkpoint on disk was not used (the episode began again from turn 1)."
+    )
+    checkpoint_s: float = Field(0.0, description="Seconds its last attempt spent saving checkpoints.")
     verified: bool = False
     verify_mode: Literal["fresh", "shared"] | None = Field(
         None,
@@ -86,7 +93,10 @@ class EpisodeRecord(BaseModel):
 
 
 class RunManifest(BaseModel):
-    """run.json: what a run asked for; a resumed run must ask for the same tasks and scaffold."""
+    """run.json: what a run asked for and what produced it (harness/provenance.py gathers it,
+    harness/results/manifest.py reads and compares it). Written at the start, completed at the end;
+    a resumed run must be the same experiment. Every field after ``sampling`` is absent from runs
+    made before it was recorded: unknown there, never a difference."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -102,6 +112,25 @@ class RunManifest(BaseModel):
     # The sampling parameters every request of the run sends (temperature, top_p, max_output_tokens;
     # the seed is the episode's) and where they came from: a resumed run must send the same.
     sampling: dict[str, Any] | None = None
+    manifest_version: int = 1
+    started_at: str | None = None
+    ended_at: str | None = None
+    harness: dict[str, Any] | None = Field(None, description="version, git commit, dirty tree")
+    packages: dict[str, str | None] | None = Field(None, description="versions of what changes results")
+    model_info: dict[str, dict[str, Any]] | None = Field(
+        None,
+        description="per model: checkpoint fingerprint, served name, vLLM argv (no key), chat template, "
+        "tool-call parser, the server environment's vLLM and torch",
+    )
+    scaffold_info: dict[str, dict[str, Any]] | None = Field(
+        None, description="per scaffold: runner, tool schema hash, sampling sent"
+    )
+    limits: dict[str, Any] | None = None
+    task_set: dict[str, Any] | None = Field(None, description="count and content hash")
+    machine: dict[str, Any] | None = Field(None, description="CPUs, GPUs, driver, CUDA")
+    invocations: list[dict[str, Any]] | None = Field(
+        None, description="each eval on this directory: when, which harness, what a forced resume changed"
+    )
 
 
 class RunStore:
@@ -110,35 +139,95 @@ class RunStore:
         self.episodes_path = self.root / "episodes.jsonl"
         self._lock = threading.Lock()
 
-    def init(self, manifest: RunManifest) -> None:
-        """Create the run directory, or check that a resumed run asks for the same thing.
+    def init(self, manifest: RunManifest, *, force: bool = False) -> list[str]:
+        """Create the run directory, or check that a resumed run is the same experiment; what a
+        forced resume changed (``force``: differences in checkpoint, template, parser, task content or
+        sampling are recorded instead of refused; other tasks or another scaffold never are).
 
         Also takes the directory's eval lock (held while this store lives): a second eval on the
         same directory is refused with the first one's PID; a read-only directory is one line.
         """
         self._run_lock = lock_run_dir(self.root)
         path = self.root / "run.json"
-        new = manifest.model_dump(mode="json")
-        if path.exists():
-            try:
-                old: dict[str, Any] = json.loads(read_run_file(path))
-            except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
-                raise HarnessError(f"{path}: not valid JSON ({exc}); use another --run-dir") from None
-            for key in ("tasks", "scaffold", "scaffold_hash"):
-                if old.get(key) != new.get(key):
-                    raise HarnessError(
-                        f"{self.root}: this run was made with a different {key}; use another --run-dir to start a new run"
-                    )
+        new = manifest.model_dump(mode="json", exclude_none=True)
+        invocation = {
+            "started_at": new.get("started_at"),
+            "harness_commit": (new.get("harness") or {}).get("commit"),
+        }
+        if not path.exists():
+            path.write_text(json.dumps({**new, "invocations": [invocation]}, indent=2))
+            return []
+        try:
+            old: dict[str, Any] = json.loads(read_run_file(path))
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+            raise HarnessError(f"{path}: not valid JSON ({exc}); use another --run-dir") from None
+        for key in ("tasks", "scaffold", "scaffold_hash"):
+            if old.get(key) != new.get(key):
+                raise HarnessError(
+                    f"{self.root}: this run was made with a different {key}; use another --run-dir to start a new run"
+                )
+        from harness.results.manifest import resume_conflicts
+
+        changed = [str(d) for d in resume_conflicts(old, new)]
+        if changed and not force:
+            raise HarnessError(
+                f"{self.root}: not the same experiment: {'; '.join(changed)}. Use another --run-dir to start "
+                "a new run, or --force-resume to go on in this one anyway (run.json records what changed)"
+            )
+        if not force:
             _check_same_sampling(self.root, old.get("sampling"), new.get("sampling"))
-            merged = {
-                **old,
-                **({"sampling": new["sampling"]} if new.get("sampling") and not old.get("sampling") else {}),
-                "models": sorted(set(old.get("models", [])) | set(manifest.models)),
-                "seeds": sorted(set(old.get("seeds", [])) | set(manifest.seeds)),
-            }
-            path.write_text(json.dumps(merged, indent=2))
-        else:
-            path.write_text(json.dumps(new, indent=2))
+        elif isinstance(old.get("sampling"), dict) and old.get("sampling") != new.get("sampling"):
+            changed.append(f"sampling {old.get('sampling')} -> {new.get('sampling')}")
+        merged = {
+            # what a run made before a fact was recorded lacks is filled in; the rest stays the run's
+            **{k: v for k, v in new.items() if k not in old},
+            **old,
+            # a run made before the full manifest: its facts are known from this resume on
+            **({"facts_since": new.get("started_at")} if "harness" not in old else {}),
+            **(
+                {"sampling": new["sampling"]}
+                if new.get("sampling") and (force or not old.get("sampling"))
+                else {}
+            ),
+            "models": sorted(set(old.get("models", [])) | set(manifest.models)),
+            "seeds": sorted(set(old.get("seeds", [])) | set(manifest.seeds)),
+            "model_info": {
+                **(old.get("model_info") or {}),
+                **{
+                    k: v
+                    for k, v in (new.get("model_info") or {}).items()
+                    if force or k not in (old.get("model_info") or {})
+                },
+            },
+            "invocations": [
+                *(old.get("invocations") or []),
+                {**invocation, **({"forced": changed} if changed else {})},
+            ],
+        }
+        path.write_text(json.dumps(merged, indent=2))
+        return changed
+
+    def complete_manifest(self, model_info: dict[str, dict[str, Any]], ended_at: str) -> None:
+        """The end of an invocation: when, and what only a started server knows (its argv)."""
+        path = self.root / "run.json"
+        try:
+            data: dict[str, Any] = json.loads(read_run_file(path))
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+            return  # the start's record stays; nothing here is worth failing a finished run for
+        known = data.get("model_info") or {}
+        for name, facts in model_info.items():
+            if name in known and facts.get("vllm_argv_launched"):
+                known[name] = {
+                    **known[name],
+                    **{k: facts[k] for k in ("vllm_argv", "vllm_argv_launched", "vllm_env") if k in facts},
+                }
+        data["model_info"] = known
+        data["ended_at"] = ended_at
+        if data.get("invocations"):
+            data["invocations"][-1]["ended_at"] = ended_at
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(data, indent=2))
+        os.replace(tmp, path)
 
     def append(self, record: EpisodeRecord) -> None:
         """Append one record and fsync: an interrupted machine loses no finished episode."""

@@ -10,10 +10,11 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from harness.errors import HarnessError
 from harness.seam import ModelEndpoint, ServerFacts
 from harness.server.config import ServerConfig
 from harness.server.metrics_records import MetricsSample
@@ -56,6 +57,10 @@ class ExternalEndpoint:
 
     def facts(self) -> ServerFacts | None:
         return None  # someone else's server: its time is not this run's to count
+
+    def describe(self) -> dict[str, Any]:
+        """run.json's record of it: only what was asked (its checkpoint is not the harness's to see)."""
+        return {"kind": "external", "path": self.path, "served_name": self.name, "base_url": self._url}
 
     # How long ensure_up waits for a server someone else runs to answer again before the episode
     # goes ahead anyway (and fails as infra_error if it is still down).
@@ -143,6 +148,42 @@ class ManagedEndpoint:
             return None, None
         seqs = self._server.config.max_num_seqs or plan.recommended_max_num_seqs
         return plan.full_sequences, seqs
+
+    def describe(self) -> dict[str, Any]:
+        """run.json's record of it: the checkpoint's identity, template and parser in force, the vLLM
+        argv (the one launched, else the one planned, port left out; never the key, which travels in
+        the environment) and vLLM's and torch's versions in the server's environment."""
+        from harness.provenance import describe_checkpoint, scrub_argv, server_versions
+        from harness.server.environment import server_python
+        from harness.server.launch import build_launch
+
+        server = self._server
+        assert server.checkpoint is not None and server.plan is not None
+        facts = describe_checkpoint(server.checkpoint)
+        facts["request_name"] = self.name
+        try:
+            python = server_python(server.config.vllm_python)
+        except HarnessError as exc:
+            facts |= {"vllm_argv": None, "server_env": {"error": str(exc)}}
+            return facts
+        launch = server.launch or build_launch(
+            python=python,
+            checkpoint=server.checkpoint,
+            config=server.config,
+            plan=server.plan,
+            port=0,
+            on_cpu=server.on_cpu,
+        )
+        argv = scrub_argv(launch.argv)
+        if server.launch is None:  # planned: the port is picked at start
+            argv = [a if not (i and argv[i - 1] == "--port") else "<port>" for i, a in enumerate(argv)]
+        facts |= {
+            "vllm_argv": argv,
+            "vllm_argv_launched": server.launch is not None,
+            "vllm_env": dict(launch.env_overrides),
+            "server_env": server_versions(str(python)),
+        }
+        return facts
 
     def release(self, *, now: bool = False) -> None:
         if now:

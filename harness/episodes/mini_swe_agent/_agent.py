@@ -5,7 +5,11 @@
   next call (exit status ``LoopDetected``);
 - a stop of the run or the episode's deadline ends it at once, also mid-request or mid-command
   (exit status ``Stopped`` / mini-swe-agent's ``TimeExceeded``);
-- the saved trajectory carries the action regex where `harness loops` reads it, and the episode key.
+- the saved trajectory carries the action regex where `harness loops` reads it, and the episode key;
+- checkpoints (the seam's ``Checkpointing``): before a model call, the turns before it are complete,
+  so its messages are handed to the checkpoint there; a graceful stop of the run ends the agent then
+  (exit status ``Stopped``). A resumed agent starts from the checkpoint's messages instead of its
+  system and task messages: the same loop, the same turns, its model calls counted as made.
 """
 
 import threading
@@ -18,6 +22,8 @@ from minisweagent.exceptions import InterruptAgentFlow, TimeExceeded
 from harness.episodes.mini_swe_agent._wait import Interrupted, check
 from harness.episodes.mini_swe_agent.turns import TurnRecorder
 from harness.monitor import LoopFinding, Turn
+from harness.resume.files import CheckpointUnusable
+from harness.seam import Checkpointing
 
 
 def exit_message(status: str, **extra: Any) -> dict[str, Any]:
@@ -40,6 +46,7 @@ class HarnessAgent(DefaultAgent):
         deadline: float | None,
         trajectory_extra: dict[str, Any],
         text_actions: bool,
+        checkpoint: Checkpointing | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(model, env, **kwargs)
@@ -49,8 +56,28 @@ class HarnessAgent(DefaultAgent):
         self._stop = stop
         self._deadline = deadline
         self._trajectory_extra = trajectory_extra
+        self._checkpoint = checkpoint
+        self._resuming: list[dict[str, Any]] | None = None
+        self._checkpointed = 0
+
+    def run(self, task: str = "", **kwargs: Any) -> dict[str, Any]:
+        resume = self._checkpoint.resume if self._checkpoint is not None else None
+        if resume is not None:
+            messages = resume.state.get("messages")
+            if (
+                not isinstance(messages, list)
+                or not all(isinstance(m, dict) for m in messages)
+                or len(messages) < 2
+            ):
+                raise CheckpointUnusable("the checkpoint's messages are not a message list")
+            self._resuming = messages
+            self._checkpointed = resume.turn
+            self.n_calls = sum(1 for m in messages if m.get("role") == "assistant")
+        return dict(super().run(task, **kwargs))
 
     def add_messages(self, *messages: dict[str, Any]) -> list[dict[str, Any]]:
+        if self._resuming is not None:  # run()'s system and task messages: the checkpoint's instead
+            messages, self._resuming = tuple(self._resuming), None
         for message in messages:
             if (done := self.recorder.add(message)) is not None:
                 self._take(done)
@@ -70,9 +97,17 @@ class HarnessAgent(DefaultAgent):
             check(self._stop, self._deadline)
             if (loop := self.flush()) is not None:
                 raise InterruptAgentFlow(exit_message("LoopDetected", loop=loop.model_dump(mode="json")))
+            if self._checkpoint is not None and len(self.turns) > self._checkpointed:
+                self._checkpointed = len(self.turns)
+                if self._checkpoint.turn_done(len(self.turns), self._state):
+                    raise InterruptAgentFlow(exit_message("Stopped"))
             return dict(super().query())
         except Interrupted as why:
             raise _interrupt(why) from None
+
+    def _state(self) -> dict[str, Any]:
+        """What a checkpoint keeps: the messages so far (JSON, as the trajectory file has them)."""
+        return {"messages": self.messages}
 
     def execute_actions(self, message: dict[str, Any]) -> list[dict[str, Any]]:
         try:

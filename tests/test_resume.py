@@ -1,0 +1,299 @@
+"""Mid-episode checkpoints and stops that lose nothing (issue 26): a 20-turn episode interrupted at
+turn ~10 by SIGTERM (graceful) or kill -9, rerun, ends as an uninterrupted run ends, without paying
+its turns twice. Real `harness eval` processes against the replay server (``pick: by_turn``: a
+resumed conversation is answered by the turn it has reached), local and docker runtimes."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.replay import ReplayScript, ReplayServer, ScriptedCall, ScriptedResponse
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.timeout(600)
+
+TURNS = 20
+GRACE_S = 20.0
+BLOCK = "```mswea_bash_command\n{}\n```"
+SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+
+
+def command(i: int) -> str:
+    """Turn i's command: appends to a log (run twice, a turn would show), solves at turn 5."""
+    return f"echo line{i} >> log.txt" + (" && echo 'Hello, world!' > hello.txt" if i == 5 else "")
+
+
+def script(scaffold: str, delay: float = 0.4, hang_at: int | None = None) -> ReplayScript:
+    def step(i: int) -> ScriptedResponse:
+        wait = 300.0 if i == hang_at else delay
+        if scaffold == "openhands-codeact":
+            call = ScriptedCall(name="terminal", arguments={"command": command(i)})
+            return ScriptedResponse(content=f"Step {i}.", tool_calls=[call], delay=wait)
+        return ScriptedResponse(content=f"THOUGHT: step {i}.\n\n{BLOCK.format(command(i))}", delay=wait)
+
+    last = (
+        ScriptedResponse(tool_calls=[ScriptedCall(name="finish", arguments={"message": "done"})])
+        if scaffold == "openhands-codeact"
+        else ScriptedResponse(content=f"THOUGHT: done.\n\n{BLOCK.format(SUBMIT)}")
+    )
+    return ReplayScript(model="scripted", responses=[*map(step, range(1, TURNS)), last], pick="by_turn")
+
+
+def eval_argv(run: Path, base_url: str, scaffold: str, runtime: str, *extra: str) -> list[str]:
+    return [
+        sys.executable, "-m", "harness.cli", "eval", "--model", "scripted", "--base-url", base_url,
+        "--tasks", "smoke", "--task", "hello-file", "--runtime", runtime, "--run-dir", str(run),
+        "--max-iterations", "25", "--scaffold", scaffold, "--stop-grace", f"{GRACE_S:g}", *extra,
+    ]  # fmt: skip
+
+
+def run_to_end(run: Path, server: ReplayServer, scaffold: str, runtime: str, *extra: str) -> None:
+    done = subprocess.run(
+        eval_argv(run, server.base_url, scaffold, runtime, *extra),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def interrupt(
+    run: Path, server: ReplayServer, scaffold: str, runtime: str, signo: int, at: int = 10
+) -> tuple[float, str, int]:
+    """Start the eval, send ``signo`` while its model call ``at`` is in flight; (seconds to exit,
+    its stderr, its exit code)."""
+    proc = subprocess.Popen(
+        eval_argv(run, server.base_url, scaffold, runtime), cwd=REPO, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 300
+    while server.served < at:
+        assert proc.poll() is None and time.monotonic() < deadline, "the run ended before turn 10"
+        time.sleep(0.02)
+    started = time.monotonic()
+    proc.send_signal(signo)
+    try:
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    return time.monotonic() - started, err, proc.returncode
+
+
+def record(run: Path) -> dict[str, Any]:
+    (line,) = [
+        json.loads(x) for x in (run / "episodes.jsonl").read_text().splitlines() if '"verified":true' in x
+    ]
+    return line
+
+
+def comparable(run: Path, rec: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
+    """What an interrupted run must share with an uninterrupted one: the record (less its run, times
+    and the resume's own fields), the turns (less tool-call ids, random per response, and the
+    terminal's echo, which varies between any two runs), the agent's file."""
+    kept = {k: v for k, v in rec.items() if k not in ("run_id", "wall_s", "llm_s", "resumed_turns", "resume_note", "checkpoint_s", "trajectory")}  # fmt: skip
+    turns = [json.loads(x) for x in (run / rec["trajectory"]).read_text().splitlines()]
+    for turn in turns:
+        turn["tool_calls"] = [{k: v for k, v in c.items() if k != "id"} for c in turn["tool_calls"]]
+        turn.pop("observation")
+    log = (run / "episodes" / "scripted" / "hello-file" / "seed1" / "workspace" / "log.txt").read_text()
+    return kept, turns, log
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Any, ...]]:
+    """Each scaffold's episode run to its end without a stop (local)."""
+    found = {}
+    for scaffold in ("openhands-codeact", "mini-swe-agent"):
+        run = tmp_path_factory.mktemp("reference") / scaffold
+        with ReplayServer(script(scaffold, delay=0)) as server:
+            run_to_end(run, server, scaffold, "local")
+            assert server.served == TURNS
+        found[scaffold] = (comparable(run, record(run)), run)
+    return found
+
+
+@pytest.mark.parametrize(
+    ("scaffold", "runtime", "signame"),
+    [
+        ("openhands-codeact", "local", "SIGTERM"),
+        ("openhands-codeact", "local", "SIGKILL"),
+        ("mini-swe-agent", "local", "SIGTERM"),
+        ("openhands-codeact", "docker", "SIGTERM"),
+        ("openhands-codeact", "docker", "SIGKILL"),
+    ],
+)
+def test_an_interrupted_episode_resumes_where_it_was_and_ends_as_an_uninterrupted_one(
+    tmp_path: Path, uninterrupted: dict[str, tuple[Any, ...]], scaffold: str, runtime: str, signame: str
+) -> None:
+    """SIGTERM while turn 10's model call is in flight: the call ends, its command runs, the episode
+    checkpoints and the process exits within the grace (143), nothing recorded. kill -9 instead: turn
+    10 is lost, the checkpoint of turn 9 is whole. The rerun resumes there: the record says so, the
+    server was asked 20 (21) times in all, and the record, turns and files are an uninterrupted run's."""
+    signo = signal.Signals[signame]
+    run = tmp_path / "run"
+    with ReplayServer(script(scaffold)) as server:
+        took, err, code = interrupt(run, server, scaffold, runtime, signo)
+        if signo == signal.SIGTERM:
+            assert code == 143 and took < GRACE_S, (code, took, err[-2000:])
+            last = err.strip().splitlines()[-1]
+            assert "1 running episode(s) finished their turn and checkpointed" in last, last
+        assert not (run / "episodes.jsonl").exists() or not (run / "episodes.jsonl").read_text().strip()
+        run_to_end(run, server, scaffold, runtime)
+        resumed_at = 10 if signo == signal.SIGTERM else 9
+        assert server.served == TURNS + (10 - resumed_at)
+        # the resumed conversation's first request carried every turn before it
+        first_after = server.requests[10]
+        assert sum(m.get("role") == "assistant" for m in first_after["messages"]) == resumed_at
+    rec = record(run)
+    assert rec["resumed_turns"] == resumed_at and rec["resume_note"] is None
+    assert rec["status"] == "resolved" and rec["turns"] == TURNS
+    (want_rec, want_turns, want_log), _ = uninterrupted[scaffold]
+    got_rec, got_turns, got_log = comparable(run, rec)
+    assert got_rec == want_rec
+    assert got_turns == want_turns
+    assert got_log == want_log == "".join(f"line{i}\n" for i in range(1, TURNS))
+    assert not (run / "episodes" / "scripted" / "hello-file" / "seed1" / "checkpoint").exists()  # done with
+
+
+def test_mini_swe_agent_trajectory_is_the_same_observations_and_all(
+    tmp_path: Path, uninterrupted: dict[str, tuple[Any, ...]]
+) -> None:
+    """mini-swe-agent's commands run through sandbox.exec (no terminal echo): its resumed trajectory
+    equals the uninterrupted one to the observation, and so does its own trajectory file."""
+    run = tmp_path / "run"
+    with ReplayServer(script("mini-swe-agent")) as server:
+        interrupt(run, server, "mini-swe-agent", "local", signal.SIGKILL)
+        run_to_end(run, server, "mini-swe-agent", "local")
+    _, reference = uninterrupted["mini-swe-agent"]
+    got, want = (
+        [json.loads(x) for x in (r / record(r)["trajectory"]).read_text().splitlines()]
+        for r in (run, reference)
+    )
+    for turns in (got, want):
+        for turn in turns:
+            turn["tool_calls"] = [{k: v for k, v in c.items() if k != "id"} for c in turn["tool_calls"]]
+    assert got == want
+    native = [
+        [(m["role"], m["content"]) for m in json.loads((r / "episodes" / "scripted" / "hello-file" / "seed1" / "mini-swe-agent.traj.json").read_text())["messages"]]
+        for r in (run, reference)
+    ]  # fmt: skip
+    assert native[0] == native[1]
+
+
+def test_a_corrupt_checkpoint_reruns_from_turn_one_with_the_reason(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    with ReplayServer(script("openhands-codeact")) as server:
+        interrupt(run, server, "openhands-codeact", "local", signal.SIGTERM)
+        journal = run / "episodes" / "scripted" / "hello-file" / "seed1" / "checkpoint" / "journal"
+        data = bytearray(journal.read_bytes())
+        data[-20] ^= 0x01  # a byte of the last checkpoint's state
+        journal.write_bytes(bytes(data))
+        run_to_end(run, server, "openhands-codeact", "local")
+        assert server.served == 10 + TURNS  # every turn asked again
+    rec = record(run)
+    assert rec["resumed_turns"] == 0 and rec["status"] == "resolved" and rec["turns"] == TURNS
+    assert "corrupt" in rec["resume_note"] and "began again from turn 1" in rec["resume_note"], rec
+    log = run / "episodes" / "scripted" / "hello-file" / "seed1" / "workspace" / "log.txt"
+    assert log.read_text() == "".join(f"line{i}\n" for i in range(1, TURNS))  # from a fresh workspace
+
+
+@pytest.mark.parametrize("how", ["second signal", "grace runs out"])
+def test_a_turn_that_does_not_end_in_the_grace_is_stopped_at_once(tmp_path: Path, how: str) -> None:
+    """Turn 10's model call hangs: a second SIGTERM, or the grace running out, stops at once as a
+    stop without grace does; the checkpoint of turn 9 is kept and the rerun resumes from it."""
+    run = tmp_path / "run"
+    grace = "3" if how == "grace runs out" else "60"
+    with ReplayServer(script("openhands-codeact", delay=0.05, hang_at=10)) as server:
+        argv = [*eval_argv(run, server.base_url, "openhands-codeact", "local")[:-2], "--stop-grace", grace]
+        proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        while server.served < 10:
+            assert proc.poll() is None
+            time.sleep(0.02)
+        time.sleep(0.5)  # in the hanging call
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        if how == "second signal":
+            time.sleep(1.0)
+            assert proc.poll() is None  # still in its grace
+            proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        took = time.monotonic() - started
+    assert proc.returncode == 143, err[-2000:]
+    assert took < (8.0 if how == "second signal" else 3 + 8.0), took
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("harness: stopped by SIGTERM") and "resume" in last, last
+    if how == "grace runs out":
+        assert "the grace of 3 s ran out" in last, last
+    with ReplayServer(script("openhands-codeact", delay=0)) as server:
+        run_to_end(run, server, "openhands-codeact", "local")
+        assert server.served == TURNS - 9
+    assert record(run)["resumed_turns"] == 9
+
+
+def test_files_put_back_from_generations(tmp_path: Path) -> None:
+    """A workspace changed over several checkpoints (edits, a file become a directory, a deletion, a
+    link, an empty directory) is made again in a fresh copy exactly as at the last one."""
+    from harness.resume.files import LocalFiles
+
+    original, live, checkpoint = tmp_path / "original", tmp_path / "live", tmp_path / "ck"
+    for root in (original,):
+        (root / "pkg").mkdir(parents=True)
+        (root / "pkg" / "a.py").write_text("a = 1\n")
+        (root / "gone.txt").write_text("to be deleted\n")
+        (root / "becomes_dir").write_text("a file first\n")
+    subprocess.run(["cp", "-a", str(original), str(live)], check=True)
+    checkpoint.mkdir()
+    files = LocalFiles(live)
+    files.baseline()
+    tars: list[str] = []
+    paths: str | None = None
+    steps = [
+        lambda: (live / "pkg" / "a.py").write_text("a = 2\n"),
+        lambda: (
+            (live / "gone.txt").unlink(),
+            (live / "new").mkdir(),
+            (live / "new" / "b.txt").write_text("b\n"),
+        ),
+        lambda: ((live / "becomes_dir").unlink(), (live / "becomes_dir").mkdir(), (live / "empty").mkdir()),
+        lambda: ((live / "link").symlink_to("pkg/a.py"), (live / "pkg" / "a.py").write_text("a = 3\n")),
+        lambda: None,  # nothing changed: no generation
+    ]
+    for turn, change in enumerate(steps, 1):
+        change()
+        gen = files.snapshot(checkpoint, turn)
+        tars += [gen.tar] if gen.tar else []
+        paths = gen.paths or paths
+    assert len(tars) == 4
+    fresh = tmp_path / "fresh"
+    subprocess.run(["cp", "-a", str(original), str(fresh)], check=True)
+    LocalFiles(fresh).restore(checkpoint, tars, paths)
+
+    def tree(root: Path) -> dict[str, str]:
+        return {
+            str(p.relative_to(root)): "link:" + str(p.readlink()) if p.is_symlink() else "dir" if p.is_dir() else p.read_text()
+            for p in root.rglob("*")
+        }  # fmt: skip
+
+    assert tree(fresh) == tree(live)
+
+
+def test_a_stop_during_the_last_turn_records_the_episode_it_ended(tmp_path: Path) -> None:
+    """SIGTERM while the finishing call is in flight: that turn ends the episode, which is recorded
+    (not checkpointed to be resumed into a turn past its end); the rerun only verifies it."""
+    run = tmp_path / "run"
+    with ReplayServer(script("openhands-codeact")) as server:
+        took, err, code = interrupt(run, server, "openhands-codeact", "local", signal.SIGTERM, at=TURNS)
+        assert code == 143 and took < GRACE_S, err[-2000:]
+        lines = [json.loads(x) for x in (run / "episodes.jsonl").read_text().splitlines()]
+        assert [(r["status"], r["verified"], r["turns"]) for r in lines] == [("unresolved", False, TURNS)]
+        run_to_end(run, server, "openhands-codeact", "local")
+        assert server.served == TURNS
+    rec = record(run)
+    assert rec["status"] == "resolved" and rec["resumed_turns"] == 0
