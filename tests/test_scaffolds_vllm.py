@@ -45,8 +45,7 @@ def test_both_scaffolds_on_the_bundled_model_and_its_lora(
         assert "VLLM_API_KEY" not in calls.read_text() and "Bearer" not in calls.read_text()
     msa = [r for r in records.values() if r.scaffold == "mini-swe-agent"]
     assert all(
-        (store.episode_dir(r.model, r.task_id, r.seed) / "mini-swe-agent.traj.json").is_file()
-        for r in msa
+        (store.episode_dir(r.model, r.task_id, r.seed) / "mini-swe-agent.traj.json").is_file() for r in msa
     )
     assert not vllm_processes()  # one server for both models, down before verification
     if runtime == "docker":
