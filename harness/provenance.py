@@ -118,31 +118,9 @@ def scrub_argv(argv: list[str] | tuple[str, ...]) -> list[str]:
 
 def machine_facts() -> dict[str, Any]:
     """CPU count and, from NVML when there is one, the GPUs, driver and CUDA version."""
-    facts: dict[str, Any] = {"cpus": os.cpu_count(), "gpus": [], "driver": None, "cuda": None}
-    from harness.server.gpu import _nvml
+    from harness.server.gpu import gpu_facts
 
-    nvml: Any = _nvml()
-    if nvml is None:
-        return facts
-    try:
-        count = int(nvml.nvmlDeviceGetCount())
-        for i in range(count):
-            handle = nvml.nvmlDeviceGetHandleByIndex(i)
-            name = nvml.nvmlDeviceGetName(handle)
-            mem = nvml.nvmlDeviceGetMemoryInfo(handle)
-            facts["gpus"].append(
-                {
-                    "name": name.decode() if isinstance(name, bytes) else str(name),
-                    "memory_bytes": int(mem.total),
-                }
-            )
-        driver = nvml.nvmlSystemGetDriverVersion()
-        facts["driver"] = driver.decode() if isinstance(driver, bytes) else str(driver)
-        cuda = int(nvml.nvmlSystemGetCudaDriverVersion_v2())
-        facts["cuda"] = f"{cuda // 1000}.{cuda % 1000 // 10}"
-    except Exception:  # an NVML without one of these calls: what was read stays
-        pass
-    return facts
+    return {"cpus": os.cpu_count(), **gpu_facts()}
 
 
 def file_sha256(path: Path) -> str | None:

@@ -7,6 +7,7 @@ tests/test_gpu_preflight.py) and the same code runs for real on a GPU machine.
 
 import os
 from functools import cache
+from typing import Any
 
 import psutil
 from pydantic import BaseModel, ConfigDict
@@ -55,6 +56,32 @@ def _nvml() -> object | None:
         return pynvml
     except Exception:  # no driver, no library, no device: all mean "no CUDA here"
         return None
+
+
+def gpu_facts() -> dict[str, Any]:
+    """The GPUs (name, memory), driver and CUDA version as NVML says; empty without NVML."""
+    facts: dict[str, Any] = {"gpus": [], "driver": None, "cuda": None}
+    nvml: Any = _nvml()
+    if nvml is None:
+        return facts
+    try:
+        for i in range(int(nvml.nvmlDeviceGetCount())):
+            handle = nvml.nvmlDeviceGetHandleByIndex(i)
+            name = nvml.nvmlDeviceGetName(handle)
+            mem = nvml.nvmlDeviceGetMemoryInfo(handle)
+            facts["gpus"].append(
+                {
+                    "name": name.decode() if isinstance(name, bytes) else str(name),
+                    "memory_bytes": int(mem.total),
+                }
+            )
+        driver = nvml.nvmlSystemGetDriverVersion()
+        facts["driver"] = driver.decode() if isinstance(driver, bytes) else str(driver)
+        cuda = int(nvml.nvmlSystemGetCudaDriverVersion_v2())
+        facts["cuda"] = f"{cuda // 1000}.{cuda % 1000 // 10}"
+    except Exception:  # an NVML without one of these calls: what was read stays
+        pass
+    return facts
 
 
 def _count() -> int:
