@@ -1,0 +1,157 @@
+"""Benchmark: what an interruption costs with mid-episode checkpoints, and what checkpoints cost.
+
+1. GPU time saved: 8 episodes x 20 turns (OpenHands, local, all 8 running at once against a
+   replay server that takes 0.3 s per completion, ``pick: by_turn``), interrupted when half the
+   model requests are made, then rerun to the end, against the same run uninterrupted. Model
+   requests of interrupted + rerun / uninterrupted, for: SIGTERM with the default grace (each
+   episode finishes its turn and checkpoints; target <= 1.05); kill -9 (each loses its turn in
+   flight); and the harness before checkpoints (``--stop-grace 0 --checkpoint-every 0``: every
+   episode in flight reruns from turn 1; about 1.5).
+2. Checkpoint cost per turn: the seconds each episode spent saving checkpoints (its record's
+   ``checkpoint_s``) per turn, against the harness's own overhead per turn measured as
+   bench/eval_overhead.py does ((wall - LLM - tool) / turns, a replay server in its own process,
+   no delay), with checkpoints on and off. Target: cost < 5% of the overhead.
+
+usage: .venv/bin/python bench/resume.py
+"""
+
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from eval_overhead import FIX_ADD, replay_process, tool_seconds
+
+from harness.evaluate import EvalConfig, run_eval
+from harness.replay import ReplayScript, ReplayServer, ScriptedCall, ScriptedResponse
+from harness.results.store import RunStore
+
+REPO = Path(__file__).resolve().parent.parent
+EPISODES, TURNS = 8, 20
+
+
+def script(delay: float) -> ReplayScript:
+    steps = [
+        ScriptedResponse(
+            content=f"Step {i}.",
+            tool_calls=[ScriptedCall(name="terminal", arguments={"command": f"echo line{i} >> log.txt"})],
+            delay=delay,
+        )
+        for i in range(1, TURNS)
+    ]
+    finish = ScriptedResponse(
+        tool_calls=[ScriptedCall(name="finish", arguments={"message": "done"})], delay=delay
+    )
+    return ReplayScript(model="bench", responses=[*steps, finish], pick="by_turn")
+
+
+def argv(run: Path, base_url: str, *extra: str) -> list[str]:
+    return [
+        sys.executable, "-m", "harness.cli", "eval", "--model", "bench", "--base-url", base_url,
+        "--tasks", "smoke", "--task", "hello-file", "--seeds", str(EPISODES), "--concurrency", str(EPISODES),
+        "--runtime", "local", "--max-iterations", "25", "--run-dir", str(run), *extra,
+    ]  # fmt: skip
+
+
+def requests(tmp: Path, name: str, signo: int | None, *extra: str) -> tuple[int, float]:
+    """Model requests of the run (interrupted at half of them by ``signo`` and rerun), and the
+    seconds from the signal to the exit."""
+    run = tmp / name
+    took = 0.0
+    with ReplayServer(script(0.3)) as server:
+        if signo is not None:
+            proc = subprocess.Popen(
+                argv(run, server.base_url, *extra),
+                cwd=REPO,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            while server.served < EPISODES * TURNS // 2:
+                assert proc.poll() is None, "the run ended before its mid-point"
+                time.sleep(0.02)
+            started = time.monotonic()
+            proc.send_signal(signo)
+            proc.wait(timeout=300)
+            took = time.monotonic() - started
+        done = subprocess.run(argv(run, server.base_url, *extra), cwd=REPO, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-2000:]
+        records = RunStore(run).records()
+        assert len(records) == EPISODES and all(r.turns == TURNS for r in records.values())
+        return server.served, took
+
+
+def overhead(tmp: Path, every: int, reps: int = 3) -> tuple[list[float], list[float]]:
+    """(harness overhead per turn, checkpoint seconds per turn) of 30-turn episodes, one at a time."""
+    steps = [
+        ScriptedResponse(
+            content=f"step {i}",
+            tool_calls=[
+                ScriptedCall(name="think", arguments={"thought": f"plan step {i}"})
+                if i % 2
+                else ScriptedCall(name="terminal", arguments={"command": f"echo {i} >> notes.txt"})
+            ],
+        )
+        for i in range(29)
+    ]
+    responses = [
+        *steps,
+        ScriptedResponse(tool_calls=[ScriptedCall(name="finish", arguments={"message": "ok"})]),
+    ]
+    per_turn, cost = [], []
+    for rep in range(reps):
+        run = tmp / f"overhead-every{every}-{rep}"
+        with replay_process(ReplayScript(model="bench", responses=responses), tmp) as base_url:
+            run_eval(
+                EvalConfig(
+                    runtime="local",
+                    models=("bench",),
+                    tasks=str(FIX_ADD),
+                    base_url=base_url,
+                    run_dir=run,
+                    max_iterations=30,
+                    checkpoint_every=every,
+                )
+            )
+        for rec in RunStore(run).records().values():
+            conv = run / "episodes" / "bench" / rec.task_id / f"seed{rec.seed}" / "conversation"
+            turns = max(rec.turns, 1)
+            per_turn.append((rec.wall_s - rec.llm_s - tool_seconds(conv)) / turns)
+            cost.append(rec.checkpoint_s / turns)
+    return per_turn, cost
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        base, _ = requests(tmp, "uninterrupted", None)
+        print(f"{EPISODES} episodes x {TURNS} turns, uninterrupted: {base} model requests")
+        for name, signo, extra in (
+            ("SIGTERM, default grace (finish the turn, checkpoint)", signal.SIGTERM, ()),
+            ("kill -9 (checkpoints every turn)", signal.SIGKILL, ()),
+            ("SIGTERM before checkpoints (--stop-grace 0 --checkpoint-every 0)", signal.SIGTERM, ("--stop-grace", "0", "--checkpoint-every", "0")),
+        ):  # fmt: skip
+            n, took = requests(tmp, name.split()[0] + str(len(extra)), signo, *extra)
+            target = " (target <= 1.05)" if not extra and signo == signal.SIGTERM else ""
+            print(
+                f"  interrupted at the mid-point by {name}: {n} requests, ratio {n / base:.3f}{target}; exit {took:.1f} s after the signal"
+            )
+        on, cost = overhead(tmp, 1)
+        off, _ = overhead(tmp, 0)
+        print(
+            f"harness overhead per turn (30-turn episodes): median {statistics.median(on) * 1e3:.1f} ms with checkpoints, "
+            f"{statistics.median(off) * 1e3:.1f} ms without"
+        )
+        c = statistics.median(cost)
+        print(
+            f"checkpoint cost per turn (agent state + changed files): median {c * 1e3:.2f} ms = "
+            f"{100 * c / statistics.median(on):.1f}% of the overhead per turn (target < 5%)"
+        )
+
+
+if __name__ == "__main__":
+    main()
