@@ -3,6 +3,7 @@ purpose preempts a fixed high concurrency and not auto; with room, auto grows pa
 never past the sandboxes the host holds."""
 
 import json
+import math
 import os
 import subprocess
 from pathlib import Path
@@ -39,8 +40,9 @@ COMMON = [
 
 
 def sandboxes(n: int) -> list[str]:
-    """CPUs per episode so that the host holds ``n`` sandboxes, whatever its cores."""
-    return ["--sandbox-cpus", f"{CORES / n:.4f}"]
+    """CPUs per episode so that the host holds ``n`` sandboxes, whatever its cores (rounded down:
+    2 cores / 0.1667 is 11.998 sandboxes, which the host's count floors to 11)."""
+    return ["--sandbox-cpus", f"{math.floor(CORES / n * 10_000) / 10_000:.4f}"]
 
 
 def harness_eval(run: Path, *args: str) -> subprocess.CompletedProcess[str]:
