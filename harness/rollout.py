@@ -255,8 +255,9 @@ def _agent(
 ) -> EpisodeOutcome:
     """The scaffold's runner on ``spec`` in ``sandbox``, its model calls through the run's proxy
     (watched there when the runner does not watch its own loops)."""
-    edir = spec.out_dir
-    endpoint = ctx.proxy().episode(item.key, watch, record=edir / MODEL_CALLS, upstream=item.endpoint)
+    # one file of the episode's model calls, whichever step made them
+    record = ctx.store.episode_dir(item.label, item.task.id, item.seed) / MODEL_CALLS
+    endpoint = ctx.proxy().episode(item.key, watch, record=record, upstream=item.endpoint)
     try:
         outcome = arm.runner.run(spec, sandbox, endpoint, ctx.stop)
     finally:

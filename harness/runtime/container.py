@@ -246,14 +246,21 @@ class ContainerSandbox:
             shutil.rmtree(self.channel, ignore_errors=True)
         # Else the (now empty) shared directory stays until close: the stopped container mounts
         # it again when verification starts it.
-        elif self.channel is not None:
-            for leftover in self.channel.iterdir():
-                if leftover.is_dir() and not leftover.is_symlink():
-                    shutil.rmtree(leftover, ignore_errors=True)
-                else:
-                    leftover.unlink(missing_ok=True)
+        else:
+            self._empty_channel()
         if too_big is not None:
             raise too_big
+
+    def _empty_channel(self) -> None:
+        """What the last runner started inside (its tool server, which serves one run) has ended:
+        its files out of the shared directory, so that the next one starts its own."""
+        if self.channel is None:
+            return
+        for leftover in self.channel.iterdir():
+            if leftover.is_dir() and not leftover.is_symlink():
+                shutil.rmtree(leftover, ignore_errors=True)
+            else:
+                leftover.unlink(missing_ok=True)
 
     def _export(self) -> None:
         """The agent's final files into the episode directory; ExportLimit over the run's caps."""
@@ -334,6 +341,8 @@ class ContainerSandbox:
         logs emptied, the agent's logs too, workdir/ copied in, setup.sh run there (as the agent's
         user), the step's healthcheck; HarnessError when one fails."""
         self._ensure_running()
+        if not first:  # a new run of the scaffold: what the last one started inside has ended
+            self._empty_channel()
         dirs = [f"{LOGS_DIR}/agent"] + ([] if first else [TESTS_DIR, f"{LOGS_DIR}/verifier"])
         emptied = self.exec(["sh", "-c", _EMPTY_SCRIPT, "-", *dirs], cwd="/", user="root")
         if emptied.exit_code != 0:
