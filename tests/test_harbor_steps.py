@@ -18,9 +18,28 @@ from harness.evaluate import EvalConfig, run_eval
 from harness.replay import ReplayScript, ReplayServer, ScriptedResponse
 from harness.results.store import EpisodeRecord, RunStore
 from harness.runtime.base import SandboxConfig
-from tests.test_harbor_fields import BUSYBOX, FIELDS, client  # noqa: F401  (the module's fixture)
+from tests.helpers.registry import import_image
+from tests.test_harbor_fields import BUSYBOX, FIELDS
 
 pytestmark = pytest.mark.timeout(600)
+
+
+@pytest.fixture(scope="module")
+def client():  # type: ignore[no-untyped-def]
+    """The engine, with the sandbox image and test_harbor_fields.py's busybox + bash image."""
+    from docker.errors import NotFound
+
+    from harness.runtime.engine import docker_client
+    from harness.runtime.images import ensure_sandbox_image
+
+    c = docker_client()
+    ensure_sandbox_image(c)
+    try:
+        c.images.get(BUSYBOX)
+    except NotFound:
+        import_image(c, BUSYBOX, {}, workdir="/")
+    return c
+
 
 TASK = FIELDS / "multi-step"
 SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
@@ -60,7 +79,7 @@ SOLVES_ONE = [
 
 
 def test_eval_runs_each_step_in_the_one_container_and_rewards_the_mean_of_the_steps(
-    client,  # noqa: F811
+    client,
     tmp_path: Path,
 ) -> None:  # type: ignore[no-untyped-def]
     server, rec = evaluate(TASK, SOLVES_ONE, tmp_path / "run")
@@ -87,7 +106,7 @@ def test_eval_runs_each_step_in_the_one_container_and_rewards_the_mean_of_the_st
 
 
 def test_final_strategy_takes_the_last_step_and_a_failed_min_reward_step_ends_the_trial(
-    client,  # noqa: F811
+    client,
     tmp_path: Path,
 ) -> None:  # type: ignore[no-untyped-def]
     final = tmp_path / "final" / "multi-step"
@@ -105,7 +124,7 @@ def test_final_strategy_takes_the_last_step_and_a_failed_min_reward_step_ends_th
     assert "below min_reward 1: the remaining steps are not run" in (rec.steps[0].note or "")
 
 
-def test_tasks_verify_runs_each_step_s_solution_before_its_tests(client, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+def test_tasks_verify_runs_each_step_s_solution_before_its_tests(client, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from harness.runtime.container import ContainerRuntime
     from harness.runtime.task_images import parse_image_map
     from harness.tasks import load_tasks
@@ -119,3 +138,44 @@ def test_tasks_verify_runs_each_step_s_solution_before_its_tests(client, tmp_pat
     assert check.reference is not None and check.reference.reward == 1.0
     assert check.untouched is not None and check.untouched.reward == 0.0
     assert "1 of 2 steps run" in check.untouched.output  # step 1 failed its min_reward
+
+
+def test_a_step_whose_healthcheck_never_passes_ends_the_reference_run_naming_it(
+    client, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    from harness.runtime.container import ContainerRuntime
+    from harness.runtime.task_images import parse_image_map
+    from harness.tasks import load_tasks
+    from harness.tasks.oracle import check_task
+
+    broken = tmp_path / "suite" / "multi-step"
+    shutil.copytree(TASK, broken)
+    toml = broken / "task.toml"
+    toml.write_text(toml.read_text().replace("test -f /app/.setup-done", "test -f /app/.never"))
+    (task,) = load_tasks(str(broken), images=True)
+    runtime = ContainerRuntime(client, image_map=parse_image_map([f"ubuntu:24.04={BUSYBOX}"]))
+    runtime.prepare(tmp_path / "run", [task])
+    check = check_task(runtime, task, tmp_path / "work")
+    assert check.status == "invalid" and check.reference is None, check
+    assert (
+        "step 'append-content'" in check.detail and "[[steps]] 'append-content' healthcheck" in check.detail
+    )
+
+
+def test_harbor_s_reward_strategies_and_min_reward_tables() -> None:
+    from harness.tasks.steps import StepResult, min_reward_failure, scalar, trial_rewards
+
+    steps = [
+        StepResult(name="a", rewards={"reward": 1.0, "style": 0.5}),
+        StepResult(name="b", rewards=None, note="verification failed"),  # no result: not counted
+        StepResult(name="c", rewards={"reward": 0.0}),  # no 'style': counted 0
+    ]
+    assert trial_rewards("mean", steps) == {"reward": 0.5, "style": 0.25}
+    assert trial_rewards("final", steps) == {"reward": 0.0}
+    assert trial_rewards("final", steps[:2]) is None and scalar(None) == 0.0
+    assert scalar({"style": 0.5, "speed": 1.0}) == 0.75  # no 'reward': their mean, as for one step
+    assert min_reward_failure({"reward": 1.0}, 1.0) is None
+    assert "style=0.5 below min_reward 0.8" in (
+        min_reward_failure({"reward": 1.0, "style": 0.5}, {"style": 0.8}) or ""
+    )
+    assert "speed=-inf below" in (min_reward_failure({"reward": 1.0}, {"speed": 0.1}) or "")  # missing: -inf
