@@ -9,6 +9,7 @@ test_harbor_fields.py (mini-swe-agent needs only ``bash`` in the container).
 """
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from harness.evaluate import EvalConfig, run_eval
 from harness.replay import ReplayScript, ReplayServer, ScriptedResponse
 from harness.results.store import EpisodeRecord, RunStore
 from harness.runtime.base import SandboxConfig
+from tests.conftest import run_harness
 from tests.helpers.registry import import_image
 from tests.test_harbor_fields import BUSYBOX, FIELDS
 
@@ -101,6 +103,10 @@ def test_eval_runs_each_step_in_the_one_container_and_rewards_the_mean_of_the_st
     log = (edir / "verifier.log").read_text()
     assert "==== step create-file: reward 1" in log and "==== step append-content: reward 0" in log
     assert "greeting.txt: Hello|" in log and "mean: reward 0.5" in log
+    shown = run_harness("show", str(run), "scripted/multi-step/seed1", env={**os.environ, "COLUMNS": "200"})
+    assert (
+        "── step create-file: reward 1" in shown.stdout and "── step append-content: reward 0" in shown.stdout
+    )
     for step in ("create-file", "append-content"):  # each run of the agent wrote its own files
         assert (edir / "steps" / step / "mini-swe-agent.traj.json").is_file()
 
