@@ -4,7 +4,10 @@ Every executor (threads here, Ray tasks on other nodes: harness/cluster) runs an
 ``run_attempts``; the driver alone turns the outcome into a record (``record_episode``). Faults
 (README, "What the harness guarantees under faults"): an episode the infrastructure failed is
 retried once its endpoint is healthy again, and recorded ``infra_error`` when the retries run out;
-an episode the run's stop interrupted is not recorded at all.
+an episode the run's stop interrupted is not recorded at all. A Harbor multi-step task runs the
+scaffold once per step in its one sandbox, each step verified there before the next
+(harness/tasks/steps.py); its record carries the steps' results, from which the verify phase
+takes its reward.
 """
 
 import contextlib

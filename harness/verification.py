@@ -4,7 +4,8 @@ hidden tests, on this machine's sandboxes (whatever executor ran the rollouts), 
 Whatever the agent did to its workspace, verification returns: a workspace it wrecked is
 verified from the starting files plus what is left (the reason in ``error``), a verification that
 fails outright scores 0 with the reason, and the run never stops here. Records are appended here
-alone, as each verification ends.
+alone, as each verification ends. A multi-step task's steps were verified during its rollout (each
+before the next step's agent, as Harbor does): its reward comes from their results here.
 """
 
 import contextlib

@@ -16,7 +16,8 @@ starts one). Per episode:
   with only those files (container_verify.py). A Harbor task's container is stopped (Harbor's
   shared mode): verification starts it again, copies the tests in only then, runs them as root
   there, and removes the container; one that is gone by verification time (a killed run, a
-  cleanup) is rebuilt from the image and the exported files.
+  cleanup) is rebuilt from the image and the exported files. A multi-step task's steps each run
+  and are verified in the one container (begin_step / verify_step, harness/tasks/steps.py).
 
 Containers a killed run left behind are removed by the next run's ``prepare`` (kept only when
 their episode still waits for verification in that very run).
