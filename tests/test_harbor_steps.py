@@ -185,3 +185,19 @@ def test_harbor_s_reward_strategies_and_min_reward_tables() -> None:
         min_reward_failure({"reward": 1.0, "style": 0.5}, {"style": 0.8}) or ""
     )
     assert "speed=-inf below" in (min_reward_failure({"reward": 1.0}, {"speed": 0.1}) or "")  # missing: -inf
+
+
+def test_a_loop_in_the_second_step_is_stopped_there_located_in_the_episode_s_turns(
+    client, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    # step 2 repeats one command: the proxy (a watch per step's run) answers the 5th request
+    # with mini-swe-agent's submit; the step is verified as it stands and the episode is loop_stopped
+    script = [say("echo Hello > /app/greeting.txt"), say(SUBMIT)] + [say("cat /app/greeting.txt")] * 4
+    server, rec = evaluate(TASK, script, tmp_path / "run")
+    assert server.served == 6, server.requests
+    assert (rec.status, rec.reward) == ("loop_stopped", 0.5), rec
+    assert rec.loop is not None and (rec.loop.kind.value, rec.loop.start_turn) == ("repeat_call", 2), rec.loop
+    assert rec.steps is not None and [(s.name, s.first_turn) for s in rec.steps] == [
+        ("create-file", 0),
+        ("append-content", 2),
+    ]
