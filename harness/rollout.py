@@ -4,7 +4,10 @@ Every executor (threads here, Ray tasks on other nodes: harness/cluster) runs an
 ``run_attempts``; the driver alone turns the outcome into a record (``record_episode``). Faults
 (README, "What the harness guarantees under faults"): an episode the infrastructure failed is
 retried once its endpoint is healthy again, and recorded ``infra_error`` when the retries run out;
-an episode the run's stop interrupted is not recorded at all.
+an episode the run's stop interrupted is not recorded at all. A Harbor multi-step task runs the
+scaffold once per step in its one sandbox, each step verified there before the next
+(harness/tasks/steps.py); its record carries the steps' results, from which the verify phase
+takes its reward.
 """
 
 import contextlib
@@ -19,7 +22,7 @@ from harness._text import markup
 from harness.episodes.faults import disk_full, failed_outcome
 from harness.episodes.scaffold import Scaffold
 from harness.errors import HarnessError
-from harness.monitor import ToolSchemas, detect_stall, validate_turn
+from harness.monitor import ToolSchemas, Turn, detect_stall, validate_turn
 from harness.progress import console
 from harness.proxy import Proxy, WatchConfig
 from harness.results.store import EpisodeError, EpisodeRecord, RunStore
@@ -28,6 +31,8 @@ from harness.runtime.base import EpisodeSandbox, Runtime
 from harness.runtime.export_caps import ExportLimit
 from harness.seam import EpisodeOutcome, EpisodeRunner, EpisodeSpec, ModelEndpoint
 from harness.tasks import Task
+from harness.tasks.harbor_config import StepSpec
+from harness.tasks.steps import STEPS_DIR, StepResult, run_steps, step_task
 
 if TYPE_CHECKING:
     from harness.evaluate import EvalConfig
@@ -91,6 +96,7 @@ class Finished:
     item: Pending
     outcome: EpisodeOutcome
     sandbox: EpisodeSandbox | None
+    steps: "list[StepResult] | None" = None  # a multi-step task's, verified during the rollout
 
 
 class Rollout:
@@ -168,8 +174,11 @@ class Rollout:
                 box.close()
 
 
-def _attempt(ctx: Rollout, item: Pending) -> tuple[EpisodeOutcome, EpisodeSandbox | None]:
-    """One try at an episode in a fresh sandbox; the sandbox is kept (stopped) for verification."""
+def _attempt(
+    ctx: Rollout, item: Pending
+) -> tuple[EpisodeOutcome, EpisodeSandbox | None, list[StepResult] | None]:
+    """One try at an episode in a fresh sandbox; the sandbox is kept (stopped) for verification
+    (a multi-step task's: closed, its steps verified already, their results third)."""
     item.endpoint.ensure_up()
     started = time.monotonic()
     task = item.task
@@ -186,13 +195,13 @@ def _attempt(ctx: Rollout, item: Pending) -> tuple[EpisodeOutcome, EpisodeSandbo
                 drain=ctx.drain.event,
             )
         except Exception as exc:  # no sandbox (its image failed, the engine refused, a full disk): data
-            return failed_outcome("the episode's sandbox could not be made", exc, started), None
+            return failed_outcome("the episode's sandbox could not be made", exc, started), None, None
         if note:
             ctx.resume_notes[item.key] = note
         if not ctx.track(item.key, sandbox):  # the run is stopping
             sandbox.close()
             stopped = failed_outcome("the run stopped", KeyboardInterrupt(), started)
-            return stopped.model_copy(update={"stopped": True}), None
+            return stopped.model_copy(update={"stopped": True}), None, None
     spec = EpisodeSpec(
         key=item.key,
         task=task,
@@ -212,10 +221,13 @@ def _attempt(ctx: Rollout, item: Pending) -> tuple[EpisodeOutcome, EpisodeSandbo
         actions=arm.scaffold.actions,
         aliases=arm.schemas.aliases,
     )
-    endpoint = ctx.proxy().episode(item.key, watch, record=edir / MODEL_CALLS, upstream=item.endpoint)
     ended_stopped = False
+    steps: list[StepResult] | None = None
     try:
-        outcome = arm.runner.run(spec, sandbox, endpoint, ctx.stop)
+        if task.steps:
+            outcome, steps = _run_steps(ctx, item, arm, spec, sandbox, watch)
+        else:
+            outcome = _agent(ctx, item, arm, spec, sandbox, watch)
         ended_stopped = outcome.stopped
     except OSError as exc:  # the episode's own files (a full disk): the infrastructure's failure
         if not disk_full(exc):
@@ -226,19 +238,106 @@ def _attempt(ctx: Rollout, item: Pending) -> tuple[EpisodeOutcome, EpisodeSandbo
         ctx.resume_notes[item.key] = f"{exc}; the episode began again from turn 1"
         outcome = failed_outcome("the episode's checkpoint could not be restored", exc, started)
     finally:
-        endpoint.release()
         ctx.untrack(item.key)
         # the final files exported, the sandbox kept for verification (a stopped episode: not
         # recorded, it goes on from its checkpoint next time; nothing to export)
         too_big = None if ended_stopped else _finish(sandbox)
-    if watch.watch:
-        outcome = _watched(outcome, endpoint.watch)
     outcome = with_checkpoint(outcome, checkpoint, ctx.resume_notes.get(item.key))
     if too_big is not None:  # the agent's doing: scored, and not run again
         outcome = outcome.model_copy(
             update={"status": "error", "error_type": "ExportLimit", "error": str(too_big), "infra": False}
         )
-    return outcome, sandbox
+    if steps is not None:  # verified step by step already: nothing left to do in the sandbox
+        sandbox.close()
+        return outcome, None, steps
+    return outcome, sandbox, None
+
+
+def _agent(
+    ctx: Rollout, item: Pending, arm: Arm, spec: EpisodeSpec, sandbox: EpisodeSandbox, watch: WatchConfig
+) -> EpisodeOutcome:
+    """The scaffold's runner on ``spec`` in ``sandbox``, its model calls through the run's proxy
+    (watched there when the runner does not watch its own loops)."""
+    # one file of the episode's model calls, whichever step made them
+    record = ctx.store.episode_dir(item.label, item.task.id, item.seed) / MODEL_CALLS
+    endpoint = ctx.proxy().episode(item.key, watch, record=record, upstream=item.endpoint)
+    try:
+        outcome = arm.runner.run(spec, sandbox, endpoint, ctx.stop)
+    finally:
+        endpoint.release()
+    return _watched(outcome, endpoint.watch) if watch.watch else outcome
+
+
+def _run_steps(
+    ctx: Rollout, item: Pending, arm: Arm, spec: EpisodeSpec, sandbox: EpisodeSandbox, watch: WatchConfig
+) -> tuple[EpisodeOutcome, list[StepResult]]:
+    """A multi-step task (harness/tasks/steps.py): a new run of the scaffold per step in the one
+    sandbox, each step verified there before the next; one outcome of them all (their turns one
+    after the other, the first loop found), the steps' results for the record."""
+    edir = spec.out_dir
+    outcomes: list[EpisodeOutcome] = []
+
+    def act(step: StepSpec) -> str | None:
+        item.endpoint.ensure_up()  # a step's tests may have outlasted the server's idle time
+        # each step's agent writes its own files (a scaffold's trajectory, conversation) apart
+        step_spec = spec.model_copy(
+            update={
+                "task": step_task(item.task, step),
+                "instruction": step.instruction,
+                "out_dir": edir / STEPS_DIR / step.name,
+                "time_limit_s": step.agent_timeout_s or spec.time_limit_s,
+                "checkpoint": None,  # a step's turns are not checkpointed: an interrupted episode begins again
+            }
+        )
+        outcome = _agent(ctx, item, arm, step_spec, sandbox, watch)
+        outcomes.append(outcome)
+        if outcome.stopped or outcome.infra or outcome.status == "error":
+            return outcome.error or "the step's agent ended in an error"
+        return None
+
+    results, ended = run_steps(item.task, sandbox, act, logs=edir / STEPS_DIR, stop=ctx.stop)
+    offset = 0
+    placed = []
+    for i, r in enumerate(results):
+        n = len(outcomes[i].turns) if i < len(outcomes) else 0
+        placed.append(r.model_copy(update={"first_turn": offset, "turns": n}))
+        offset += n
+    if ctx.stop.is_set():
+        if not any(o.stopped for o in outcomes):
+            outcomes.append(EpisodeOutcome(status="error", turns=[], stopped=True))
+    elif ended is not None and len(outcomes) == len(results):  # its setup or healthcheck failed
+        outcomes.append(EpisodeOutcome(status="error", turns=[], error=ended, error_type="StepSetup"))
+    return _joined(outcomes), placed
+
+
+def _joined(outcomes: list[EpisodeOutcome]) -> EpisodeOutcome:
+    """The steps' outcomes as one episode's: turns numbered on, tokens and times summed, the last
+    step's ending unless an earlier step's loop or (scaffold) stop said more."""
+    turns: list[Turn] = []
+    loop = None
+    for o in outcomes:
+        base = len(turns)
+        turns += [t.model_copy(update={"index": base + j}) for j, t in enumerate(o.turns)]
+        if loop is None and o.loop is not None:
+            loop = o.loop.model_copy(
+                update={"start_turn": o.loop.start_turn + base, "detected_at": o.loop.detected_at + base}
+            )
+    last = outcomes[-1] if outcomes else EpisodeOutcome(status="finished", turns=[])
+    looped = next((o for o in outcomes if o.status in ("loop_stopped", "stuck")), None)
+    status = last.status
+    if looped is not None and last.status not in ("error",):
+        status = looped.status
+    return last.model_copy(
+        update={
+            "status": status,
+            "turns": turns,
+            "loop": loop,
+            "wall_s": sum(o.wall_s for o in outcomes),
+            "llm_s": sum(o.llm_s for o in outcomes),
+            "prompt_tokens": sum(o.prompt_tokens for o in outcomes),
+            "completion_tokens": sum(o.completion_tokens for o in outcomes),
+        }
+    )
 
 
 def _watched(outcome: EpisodeOutcome, watch: "EpisodeWatch") -> EpisodeOutcome:
@@ -271,7 +370,7 @@ def run_attempts(ctx: Rollout, item: Pending) -> Finished | None:
     for attempt in range(INFRA_RETRIES + 1):
         if ctx.drain.event.is_set():  # the run is stopping: nothing more starts
             return None
-        outcome, sandbox = _attempt(ctx, item)
+        outcome, sandbox, steps = _attempt(ctx, item)
         if ctx.stop.is_set() or outcome.stopped:  # this outcome may be cut short: not recorded
             if sandbox is not None:
                 sandbox.close()
@@ -287,7 +386,7 @@ def run_attempts(ctx: Rollout, item: Pending) -> Finished | None:
         if sandbox is not None:
             sandbox.close()
     ctx.resume_notes.pop(item.key, None)
-    return Finished(item, outcome, sandbox)
+    return Finished(item, outcome, sandbox, steps)
 
 
 def format_counts(
@@ -356,6 +455,7 @@ def record_episode(ctx: Rollout, done: Finished) -> EpisodeRecord:
             trajectory=traj,
             # an error is final; infra_error stays unverified (flagged, never scored) and reruns
             verified=status == "error",
+            steps=done.steps,
         )
         store.append(rec)
         if status != "infra_error":  # final: its checkpoint is of no more use (an infra_error resumes)

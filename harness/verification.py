@@ -4,7 +4,8 @@ hidden tests, on this machine's sandboxes (whatever executor ran the rollouts), 
 Whatever the agent did to its workspace, verification returns: a workspace it wrecked is
 verified from the starting files plus what is left (the reason in ``error``), a verification that
 fails outright scores 0 with the reason, and the run never stops here. Records are appended here
-alone, as each verification ends.
+alone, as each verification ends. A multi-step task's steps were verified during its rollout (each
+before the next step's agent, as Harbor does): its reward comes from their results here.
 """
 
 import contextlib
@@ -20,6 +21,8 @@ from harness.rollout import episode_key
 from harness.runtime.base import Runtime
 from harness.tasks import Task
 from harness.tasks.fresh import verify_mode
+from harness.tasks.steps import STEPS_DIR, summary
+from harness.tasks.steps import verdict as steps_verdict
 from harness.tasks.verify import kill_running_tests
 
 
@@ -36,7 +39,7 @@ def verify_run(
         return
     # As many at once as episodes ran: a container's verification is mostly waiting on the
     # engine (start, exec, copy, remove); one at a time it was a serial tail after the rollouts.
-    runtime.expect_verifications([tasks[r.task_id] for r in todo], concurrency)
+    runtime.expect_verifications([tasks[r.task_id] for r in todo if r.steps is None], concurrency)
     work = ThreadExecutor().run(
         lambda rec: verified(rec, tasks[rec.task_id], store, runtime), todo, concurrency, stop
     )
@@ -62,11 +65,14 @@ def verified(rec: EpisodeRecord, task: Task, store: RunStore, runtime: Runtime) 
     tampering: str | None = None
     mode = verify_mode(task)
     try:
-        sandbox = runtime.reopen(task, edir, episode_key(rec.model, rec.task_id, rec.seed))
-        try:
-            result = sandbox.verify()
-        finally:
-            sandbox.close()
+        if rec.steps is not None:  # a multi-step task: its steps were verified as they ran
+            result = steps_verdict(task, rec.steps, edir / STEPS_DIR)
+        else:
+            sandbox = runtime.reopen(task, edir, episode_key(rec.model, rec.task_id, rec.seed))
+            try:
+                result = sandbox.verify()
+            finally:
+                sandbox.close()
     except Exception as exc:  # anything the workspace's state can cause
         if isinstance(exc, OSError) and disk_full(exc):
             raise
@@ -95,4 +101,5 @@ def verified_line(rec: EpisodeRecord, name_model: bool) -> str:
     outcome = "resolved" if rec.status == "resolved" or rec.reward == 1.0 else "unresolved"
     also = f", {rec.status}" if rec.status not in ("resolved", "unresolved") else ""
     note = f" — {rec.error.message[:200]}" if rec.error and rec.error.type == "VerifyWorkspace" else ""
-    return f"  {who}{rec.task_id} seed {rec.seed}: verified {outcome} (reward {reward}{also}){note}"
+    steps = f"; steps: {summary(rec.steps)}" if rec.steps is not None else ""
+    return f"  {who}{rec.task_id} seed {rec.seed}: verified {outcome} (reward {reward}{also}{steps}){note}"

@@ -132,7 +132,9 @@ def make_suite(root: Path, base: str) -> Path:
             "steps/01-create/instruction.md": "Create /app/a.txt.\n",
             "steps/01-create/tests/test.sh": "#!/usr/bin/env bash\ntest -f /app/a.txt\n",
             "steps/02-extend/instruction.md": "Create /app/b.txt.\n",
-            "steps/02-extend/tests/test.sh": "#!/usr/bin/env bash\ntest -f /app/b.txt\n",
+            "steps/02-extend/tests/test.sh": "#!/usr/bin/env bash\ntest -f /app/a.txt && test -f /app/b.txt\n",
+            "steps/01-create/solution/solve.sh": "#!/usr/bin/env bash\ntouch /app/a.txt\n",
+            "steps/02-extend/solution/solve.sh": "#!/usr/bin/env bash\ntouch /app/b.txt\n",
         },
     )
     write(
@@ -212,10 +214,9 @@ def test_tasks_verify_in_their_images_reference_passes_untouched_fails_broken_li
     )  # fmt: skip
     out = table(done.stdout)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "reference solution passes 4/4 (100%); untouched workspace passes 0/4 (0%); 2 skipped" in out, out
-    for task in ("a-notes", "b-prebuilt", "c-workspace", "f-mapped"):
+    assert "reference solution passes 5/5 (100%); untouched workspace passes 0/5 (0%); 1 skipped" in out, out
+    for task in ("a-notes", "b-prebuilt", "c-workspace", "d-multi-step", "f-mapped"):
         assert task in out
-    assert "d-multi-step" in out and "multi-step task (2 steps in steps/)" in out
     assert "e-broken" in out and "malformed TOML" in out
     assert verify_containers(client) == []  # every container removed
 
@@ -280,12 +281,16 @@ def test_eval_resolves_the_fixtures_inside_their_containers(client, suite: Path,
         )
 
     finish = ScriptedResponse(tool_calls=[ScriptedCall(name="finish", arguments={"message": "done"})])
-    script = [  # load order: a-notes, b-prebuilt, c-workspace, f-mapped
+    script = [  # load order: a-notes, b-prebuilt, c-workspace, d-multi-step (two runs), f-mapped
         terminal("cat notes/*.txt | wc -w > count.txt; pwd; cat /etc/notes/config.ini"),
         finish,
         terminal("echo 2.0 > /srv/app/VERSION && pwd"),
         finish,
         terminal("sed -i 's/a - b/a + b/' calc.py && ls /app"),
+        finish,
+        terminal("touch /app/a.txt"),  # a new OpenHands conversation per step, one container
+        finish,
+        terminal("touch /app/b.txt"),
         finish,
         terminal("echo ok > /app/status"),
         finish,
@@ -304,7 +309,7 @@ def test_eval_resolves_the_fixtures_inside_their_containers(client, suite: Path,
         )
     recs = {k[1]: r for k, r in RunStore(run).records().items()}
     assert {t: (r.status, r.reward) for t, r in recs.items()} == {
-        t: ("resolved", 1.0) for t in ("a-notes", "b-prebuilt", "c-workspace", "f-mapped")
+        t: ("resolved", 1.0) for t in ("a-notes", "b-prebuilt", "c-workspace", "d-multi-step", "f-mapped")
     }
     obs = [
         json.loads(line).get("observation") or ""

@@ -49,7 +49,8 @@ def test_one_bad_task_is_listed_with_its_reason_and_the_rest_load(
     assert "malformed TOML" in reasons["b-toml"]
     assert "missing tests/test.sh" in reasons["c-no-tests"]
     assert "Terminal-Bench 1" in reasons["d-tb1"] and "harbor tasks migrate" in reasons["d-tb1"]
-    assert "multi-step task (1 step in steps/)" in reasons["e-steps"]
+    # a step without tests of its own or the task's: named (multi-step tasks run: test_harbor_steps.py)
+    assert "steps/one/tests/test.sh: missing, and no tests/test.sh of the task" in reasons["e-steps"]
     assert "memory = 'lots'" in reasons["f-memory"] and 'memory = "4G"' in reasons["f-memory"]
     # load_tasks (what eval uses) runs the good one and says which were skipped and why.
     assert [t.id for t in load_tasks(str(suite))] == ["a-good"]

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict
 from harness.cluster.replica import Address
 from harness.runtime.export_caps import remove_tree
 from harness.seam import EpisodeOutcome, ServerFacts
+from harness.tasks.steps import StepResult
 
 if TYPE_CHECKING:
     from harness.evaluate import EvalConfig
@@ -40,6 +41,7 @@ class EpisodeResult(BaseModel):
     files: bytes  # the episode directory as a tar
     scratch: str  # the episode directory on its node (paths in the outcome point there)
     node: str
+    steps: list[StepResult] | None = None  # a multi-step task's, verified on its node as they ran
 
 
 class ReplicaEndpoint:
@@ -174,6 +176,7 @@ def run_episode(
             files=_pack(edir),
             scratch=str(edir),
             node=ray.get_runtime_context().get_node_id(),
+            steps=value.steps,
         )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -431,7 +431,7 @@ def _cluster_rollouts(ctx: "Rollout", pending: "Sequence[Pending]") -> Iterator[
                     yield None
                     continue
                 unpack(result.files, ctx.store.episode_dir(item.label, item.task.id, item.seed))
-                yield Finished(item, result.outcome, None)
+                yield Finished(item, result.outcome, None, result.steps)
     finally:
         if flying:
             ctx.stopped += len(flying)

@@ -216,8 +216,15 @@ def episode_renderables(view: EpisodeView, *, show_all: bool = False) -> list[Re
                 )
             )
             turns = turns[onset:]
+    # a multi-step task: where each step's agent run begins, with what its verifier gave
+    starts = {st.first_turn: st for st in r.steps or [] if st.turns}
     for tv in turns:
         t = tv.turn
+        if (st := starts.get(t.index)) is not None:
+            got = ", ".join(f"{k} {v:g}" for k, v in (st.rewards or {}).items()) or "no verifier result"
+            items.append(
+                Text(clean(f"── step {st.name}: {got}{f' ({st.note})' if st.note else ''}"), style="bold")
+            )
         body: list[RenderableType] = []
         if tv.onset:
             body.append(Text("▶ the loop starts here", style="bold red"))

@@ -26,6 +26,7 @@ from harness.monitor import LoopFinding, StallFinding, Turn
 from harness.paths import absolute
 from harness.results.run_files import read_run_file, run_lines
 from harness.results.run_lock import lock_run_dir
+from harness.tasks.steps import StepResult
 
 VERIFIER_LOG = "verifier.log"  # in an episode's directory
 
@@ -81,6 +82,11 @@ class EpisodeRecord(BaseModel):
     )
     checkpoint_s: float = Field(0.0, description="Seconds its last attempt spent saving checkpoints.")
     verified: bool = False
+    steps: list[StepResult] | None = Field(
+        None,
+        description="A Harbor multi-step task's steps as they ran, each verified after its agent: rewards, "
+        "where its turns begin in the trajectory (the episode's reward comes from them: harness/tasks/steps.py).",
+    )
     verify_mode: Literal["fresh", "shared"] | None = Field(
         None,
         description="Where the tests ran: a fresh sandbox with only the agent's files, or the agent's own "

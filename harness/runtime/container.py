@@ -16,7 +16,8 @@ starts one). Per episode:
   with only those files (container_verify.py). A Harbor task's container is stopped (Harbor's
   shared mode): verification starts it again, copies the tests in only then, runs them as root
   there, and removes the container; one that is gone by verification time (a killed run, a
-  cleanup) is rebuilt from the image and the exported files.
+  cleanup) is rebuilt from the image and the exported files. A multi-step task's steps each run
+  and are verified in the one container (begin_step / verify_step, harness/tasks/steps.py).
 
 Containers a killed run left behind are removed by the next run's ``prepare`` (kept only when
 their episode still waits for verification in that very run).
@@ -25,6 +26,7 @@ their episode still waits for verification in that very run).
 import contextlib
 import hashlib
 import os
+import shlex
 import shutil
 import tempfile
 import threading
@@ -36,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 
+from harness.errors import HarnessError
 from harness.progress import console
 from harness.runtime.base import ContainerLimits, SandboxConfig, SandboxPrep
 from harness.runtime.container_files import export_dir, extract_tar, put_dir, put_file, stage_name
@@ -65,8 +68,8 @@ from harness.runtime.warm import WarmPool
 from harness.seam import ExecResult
 from harness.tasks import Task, VerifyResult, prepare_workspace
 from harness.tasks.fresh import verify_mode
-from harness.tasks.harbor import LOGS_DIR, SOLUTION_DIR, TESTS_DIR
-from harness.tasks.harbor_config import resolve_env
+from harness.tasks.harbor import LOGS_DIR, SOLUTION_DIR, TESTS_DIR, read_rewards
+from harness.tasks.harbor_config import StepSpec, resolve_env
 from harness.tasks.swebench_grading import grade_logs
 from harness.tasks.verify import score_tests
 
@@ -109,6 +112,11 @@ shift 4
 code=$?
 tar -C "$logs" -cf - . 2>/dev/null
 exit $code
+"""
+
+# begin_step(): the directories given emptied (kept: an image's own /tests stays a directory).
+_EMPTY_SCRIPT = """
+for d; do [ ! -d "$d" ] || find "$d" -mindepth 1 -maxdepth 1 -exec rm -rf -- {} + || exit 1; done
 """
 
 
@@ -239,14 +247,21 @@ class ContainerSandbox:
             shutil.rmtree(self.channel, ignore_errors=True)
         # Else the (now empty) shared directory stays until close: the stopped container mounts
         # it again when verification starts it.
-        elif self.channel is not None:
-            for leftover in self.channel.iterdir():
-                if leftover.is_dir() and not leftover.is_symlink():
-                    shutil.rmtree(leftover, ignore_errors=True)
-                else:
-                    leftover.unlink(missing_ok=True)
+        else:
+            self._empty_channel()
         if too_big is not None:
             raise too_big
+
+    def _empty_channel(self) -> None:
+        """What the last runner started inside (its tool server, which serves one run) has ended:
+        its files out of the shared directory, so that the next one starts its own."""
+        if self.channel is None:
+            return
+        for leftover in self.channel.iterdir():
+            if leftover.is_dir() and not leftover.is_symlink():
+                shutil.rmtree(leftover, ignore_errors=True)
+            else:
+                leftover.unlink(missing_ok=True)
 
     def _export(self) -> None:
         """The agent's final files into the episode directory; ExportLimit over the run's caps."""
@@ -296,20 +311,21 @@ class ContainerSandbox:
         with contextlib.suppress(Exception):
             old.remove(force=True)
 
-    def run_solution(self) -> tuple[bool, str]:
+    def run_solution(self, solution: Path | None = None, timeout: float | None = None) -> tuple[bool, str]:
         """The reference solution as Harbor's oracle runs it: solution/ copied to /solution, then
         ``bash /solution/solve.sh`` as root in the working directory with ``[solution] env``,
-        within the agent's time limit; (ok, output tail)."""
+        within the agent's time limit; (ok, output tail). ``solution``: another solution/ (a step's)."""
         task = self.task
-        if not task.solution.is_file():
-            return False, f"{task.solution} is missing"
-        timeout = task.limits.agent_timeout_s
+        script = (solution / "solve.sh") if solution is not None else task.solution
+        if not script.is_file():
+            return False, f"{script} is missing"
+        timeout = timeout or task.limits.agent_timeout_s
         self._ensure_running()
         code, output = self._staged_run(
             _SOLVE_SCRIPT,
-            task.solution.parent,
+            script.parent,
             SOLUTION_DIR,
-            task.solution.name,
+            script.name,
             timeout,
             {**container_env(task), **resolve_env(task.solution_env)},
         )
@@ -319,6 +335,52 @@ class ContainerSandbox:
         elif code != 0:
             tail += f"\n[harness] solve.sh exited with {code}"
         return code == 0, tail
+
+    # ---- the steps of a multi-step task (harness/tasks/steps.py) --------------------------------
+    def begin_step(self, step: StepSpec, first: bool) -> None:
+        """Before the step's agent, as Harbor's MultiStepTrial: the last step's tests and verifier
+        logs emptied, the agent's logs too, workdir/ copied in, setup.sh run there (as the agent's
+        user), the step's healthcheck; HarnessError when one fails."""
+        self._ensure_running()
+        if not first:  # a new run of the scaffold: what the last one started inside has ended
+            self._empty_channel()
+        dirs = [f"{LOGS_DIR}/agent"] + ([] if first else [TESTS_DIR, f"{LOGS_DIR}/verifier"])
+        emptied = self.exec(["sh", "-c", _EMPTY_SCRIPT, "-", *dirs], cwd="/", user="root")
+        if emptied.exit_code != 0:
+            raise HarnessError(f"could not empty {', '.join(dirs)}: {emptied.output.strip()[-200:]}")
+        if step.workdir_dir is not None:
+            self.copy_in(step.workdir_dir, self.workdir)
+            if (step.workdir_dir / "setup.sh").is_file():
+                done = self.exec(
+                    f"bash {shlex.quote(self.workdir.rstrip('/') + '/setup.sh')}",
+                    env=container_env(self.task),
+                )
+                if done.exit_code != 0:
+                    tail = done.output.strip().splitlines()[-1:] or ["no output"]
+                    raise HarnessError(f"setup.sh exited with {done.exit_code}: {tail[0][:200]}")
+        if step.healthcheck is not None:
+            run_healthcheck(
+                self.container,
+                self.task,
+                check=step.healthcheck,
+                field=f"[[steps]] {step.name!r} healthcheck",
+            )
+
+    def run_step_solution(self, step: StepSpec) -> tuple[bool, str]:
+        """The step's solution/ (else the task's), as Harbor's oracle runs a step."""
+        solution = step.solution_dir or self.task.path / "solution"
+        return self.run_solution(solution, step.agent_timeout_s)
+
+    def verify_step(self, step: StepSpec) -> VerifyResult:
+        """The task's tests/ with the step's tests/ over them, run here with the step's verifier
+        timeout and env over the task's."""
+        with tempfile.TemporaryDirectory(prefix="harness-step-tests-") as tmp:
+            tests = Path(tmp) / "tests"
+            tests.mkdir()
+            for source in (self.task.tests_dir, step.tests_dir):
+                if source is not None and source.is_dir():
+                    shutil.copytree(source, tests, symlinks=True, dirs_exist_ok=True)
+            return self._verify_shared(tests, step.verify_timeout_s, step.verifier_env)
 
     def _staged_run(
         self,
@@ -359,16 +421,23 @@ class ContainerSandbox:
             return verify_fresh(self.runtime, self.task, self._final, self.episode_dir)
         return self._verify_shared()
 
-    def _verify_shared(self) -> VerifyResult:
-        """The task's tests in this container, copied in only now, run as root with a time limit."""
+    def _verify_shared(
+        self,
+        tests_dir: Path | None = None,
+        timeout: float | None = None,
+        step_env: dict[str, str] | None = None,
+    ) -> VerifyResult:
+        """The task's tests (or ``tests_dir``) in this container, copied in only now, run as root
+        with a time limit."""
         task = self.task
         start = time.monotonic()
-        timeout = task.limits.verify_timeout_s
+        timeout = timeout or task.limits.verify_timeout_s
         self._for_verification()
         tests = TESTS_DIR
         env = {
             **container_env(task),
             **resolve_env(task.verifier_env),
+            **resolve_env(step_env or {}),
             "WORKSPACE": self.workdir,
             "PYTHON": "python3",
             "TESTS_DIR": tests,
@@ -379,7 +448,7 @@ class ContainerSandbox:
         # verifier's log directory as a tar on stdout: fetching that with the engine's archive
         # call instead costs more than the tests of a small task.
         code, stdout, stderr = self._staged_run(
-            _VERIFY_SCRIPT, task.tests_dir, tests, "test.sh", timeout, env, demux=True
+            _VERIFY_SCRIPT, tests_dir or task.tests_dir, tests, "test.sh", timeout, env, demux=True
         )
         tail = stderr.text()
         timed_out = code in (124, 137)
@@ -393,7 +462,9 @@ class ContainerSandbox:
                     self.episode_dir.mkdir(parents=True, exist_ok=True)
                     shutil.copy(Path(tmp) / "report.json", self.episode_dir / "swebench_report.json")
             reward, tail = score_tests(code, timed_out, Path(tmp), tail, timeout)
+            rewards = (None if timed_out else read_rewards(Path(tmp))) or {"reward": reward}
         return VerifyResult(
+            rewards=rewards,
             resolved=reward >= 1.0,
             reward=reward,
             exit_code=None if timed_out else code,

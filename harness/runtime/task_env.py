@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Literal
 
 from harness.errors import HarnessError
 from harness.tasks import Task
-from harness.tasks.harbor_config import resolve_env
+from harness.tasks.harbor_config import Healthcheck, resolve_env
 
 if TYPE_CHECKING:
     from docker.models.containers import Container
@@ -79,14 +79,20 @@ def container_env(task: Task) -> dict[str, str]:
     return env
 
 
-def run_healthcheck(container: "Container", task: Task, user: str = "0") -> None:
-    """``[environment.healthcheck]`` as Harbor runs it after a container starts: every
-    ``start_interval_s`` during ``start_period_s`` (failures there do not count), then every
-    ``interval_s`` until it passes or has failed ``retries`` times running; HealthcheckFailed."""
-    spec = task.harbor
-    if spec is None or spec.healthcheck is None:
+def run_healthcheck(
+    container: "Container",
+    task: Task,
+    user: str = "0",
+    *,
+    check: Healthcheck | None = None,
+    field: str = "[environment.healthcheck]",
+) -> None:
+    """``[environment.healthcheck]`` (or ``check``: a step's) as Harbor runs it after a container
+    starts: every ``start_interval_s`` during ``start_period_s`` (failures there do not count), then
+    every ``interval_s`` until it passes or has failed ``retries`` times running; HealthcheckFailed."""
+    hc = check or (task.harbor.healthcheck if task.harbor is not None else None)
+    if hc is None:
         return
-    hc = spec.healthcheck
     start = time.monotonic()
     failures = 0
     while True:
@@ -103,7 +109,7 @@ def run_healthcheck(container: "Container", task: Task, user: str = "0") -> None
         if failures >= hc.retries:
             tail = (output or b"").decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
             raise HealthcheckFailed(
-                f"{task.id}: [environment.healthcheck] {hc.command!r} failed {failures} times in a row "
+                f"{task.id}: {field} {hc.command!r} failed {failures} times in a row "
                 f"(exit {code}): {tail[0][:200]}"
             )
         time.sleep(hc.interval_s)

@@ -406,3 +406,20 @@ def read_reward(verifier_logs: Path) -> tuple[float, str] | None:
             return _reward(data, "reward.json"), ""
         raise InvalidReward(f"reward.json holds no number: {js.read_text(errors='replace')[:80]!r}")
     return None
+
+
+def read_rewards(verifier_logs: Path) -> dict[str, float] | None:
+    """Every reward test.sh wrote, by key as Harbor reads them (reward.txt: ``reward``; reward.json:
+    its numbers), for a multi-step task's min_reward and per-key means; None without a file.
+    InvalidReward as read_reward."""
+    txt, js = verifier_logs / "reward.txt", verifier_logs / "reward.json"
+    if txt.is_file() or not js.is_file():
+        found = read_reward(verifier_logs)
+        return {"reward": found[0]} if found is not None else None
+    read_reward(verifier_logs)  # the same checks
+    data = json.loads(js.read_text(errors="replace")[:100_000])
+    if isinstance(data, dict):
+        return {
+            str(k): _reward(v, f"reward.json's {k!r}") for k, v in data.items() if isinstance(v, int | float)
+        }
+    return {"reward": _reward(data, "reward.json")}

@@ -13,7 +13,9 @@ no-network; ``--network`` overrides it), ``[verifier] environment_mode = "separa
 ``[verifier.environment]``, tests/Dockerfile and artifacts), timeouts and env of agent, verifier
 and solution. Refused: what needs machinery the harness has not got (GPUs, TPUs, Windows, MCP
 servers, skills, compose collect hooks, a network allowlist without --network, a user to run
-the agent or verifier as).
+the agent or verifier as). Multi-step tasks (``[[steps]]``, steps.py) run in the one container,
+verified shared after each step; a step's own user, verifier environment, network or artifacts
+are refused.
 
 Only ``harbor.models.task`` is imported (pydantic, toml, pathspec); the ``harbor`` distribution's
 other ~95 dependencies are never needed, so ``pip install --no-deps harbor`` is enough (README).
@@ -77,7 +79,31 @@ class HarborSpec(BaseModel):
     artifacts: tuple[str, ...] = ()  # separate: paths copied from the agent's container
     storage_mb: int | None = None
     build_timeout_s: float = 600.0
+    steps: tuple["StepSpec", ...] = ()  # a multi-step task's [[steps]], in order (steps.py runs them)
+    reward_strategy: Literal["mean", "final"] = "mean"  # multi_step_reward_strategy (Harbor's default)
 
+
+class StepSpec(BaseModel):
+    """One ``[[steps]]`` entry of a multi-step task with its ``steps/<name>/`` files, as Harbor's
+    MultiStepTrial uses them: a new agent run on ``instruction`` in the task's one environment, after
+    ``workdir/`` is copied into the working directory and its ``setup.sh`` has run and
+    ``healthcheck`` passed; then the task's ``tests/`` with the step's ``tests/`` over it run."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    instruction: str
+    tests_dir: Path | None = None  # steps/<name>/tests (over the task's tests/)
+    solution_dir: Path | None = None  # steps/<name>/solution, else the task's solution/ (Harbor's oracle)
+    workdir_dir: Path | None = None  # steps/<name>/workdir: copied into the working directory first
+    agent_timeout_s: float | None = None  # None: the task's [agent] timeout_sec
+    verify_timeout_s: float = 600.0  # [steps.verifier] timeout_sec (Harbor's default: 600, not the task's)
+    verifier_env: dict[str, str] = {}  # over [verifier] env
+    min_reward: float | dict[str, float] | None = None
+    healthcheck: Healthcheck | None = None
+
+
+HarborSpec.model_rebuild()
 
 ARTIFACTS_DIR = "/logs/artifacts"  # Harbor's convention: what the agent publishes for a verifier
 
@@ -184,11 +210,6 @@ def harbor_spec(task_dir: Path, cfg: Any) -> HarborSpec:
     for entry in cfg.artifacts:
         if not isinstance(entry, str) and entry.service not in (None, "main"):
             raise refuse("artifacts", f"{entry.source} from service {entry.service!r}: compose is not run")
-    if cfg.steps:
-        raise refuse(
-            "[[steps]]",
-            f"a multi-step task ({len(cfg.steps)} steps in steps/); the harness runs single-step tasks only",
-        )
     check_env(toml, "[environment] env", env.env)
     check_env(toml, "[verifier] env", cfg.verifier.env)
     check_env(toml, "[solution] env", cfg.solution.env)
@@ -206,15 +227,7 @@ def harbor_spec(task_dir: Path, cfg: Any) -> HarborSpec:
         "verifier_mode": mode,
     }
     if env.healthcheck is not None:
-        hc = env.healthcheck
-        spec["healthcheck"] = Healthcheck(
-            command=hc.command,
-            interval_s=hc.interval_sec,
-            timeout_s=hc.timeout_sec,
-            start_period_s=hc.start_period_sec,
-            start_interval_s=hc.start_interval_sec,
-            retries=hc.retries,
-        )
+        spec["healthcheck"] = _healthcheck(env.healthcheck)
     verifier = cfg.verifier.explicit_phase_policy()
     if mode == "separate":
         from harbor.models.task.verifier_mode import resolve_effective_verifier_env_config
@@ -246,7 +259,86 @@ def harbor_spec(task_dir: Path, cfg: Any) -> HarborSpec:
             "[verifier.environment] network_mode" if mode == "separate" else "[environment] network_mode",
         )
     )
+    if cfg.steps:
+        spec["steps"] = _steps(task_dir, cfg, mode, spec, refuse)
+        strategy = cfg.multi_step_reward_strategy
+        spec["reward_strategy"] = strategy.value if strategy is not None else "mean"
     return HarborSpec(**spec)
+
+
+def _healthcheck(hc: Any) -> Healthcheck:
+    return Healthcheck(
+        command=hc.command,
+        interval_s=hc.interval_sec,
+        timeout_s=hc.timeout_sec,
+        start_period_s=hc.start_period_sec,
+        start_interval_s=hc.start_interval_sec,
+        retries=hc.retries,
+    )
+
+
+def _steps(task_dir: Path, cfg: Any, mode: str, spec: dict[str, Any], refuse: Any) -> tuple[StepSpec, ...]:
+    """The task's ``[[steps]]`` with their files; HarborRefused naming the first step field the
+    harness cannot honour (what needs a second environment, another user or another network
+    between the steps of the one container)."""
+    if mode == "separate":
+        raise refuse(
+            "[verifier] environment_mode", '"separate" in a multi-step task: steps are verified shared only'
+        )
+    if spec["agent_network"].mode != spec["verifier_network"].mode:
+        raise refuse(
+            "[verifier] network_mode",
+            f"{spec['verifier_network'].mode!r} beside the agent's {spec['agent_network'].mode!r} in a multi-step "
+            "task: its steps share one container, which the harness does not move between networks",
+        )
+    out = []
+    for step in cfg.steps:
+        where = f"[[steps]] {step.name!r}"
+        if step.agent.user is not None:
+            raise refuse(
+                f"{where} agent.user", f"{step.agent.user!r}: the harness runs the agent as its own user"
+            )
+        if step.verifier.user is not None:
+            raise refuse(
+                f"{where} verifier.user", f"{step.verifier.user!r}: the harness runs the tests as root"
+            )
+        if step.verifier.environment_mode is not None or step.verifier.environment is not None:
+            raise refuse(f"{where} verifier.environment", "a step's own verifier environment is not run")
+        if step.verifier.collect:
+            raise refuse(
+                f"{where} verifier.collect", "collect hooks run in compose services; compose is not run"
+            )
+        if step.agent.explicit_phase_policy() or step.verifier.explicit_phase_policy():
+            raise refuse(f"{where} network_mode", "a step's own network: its steps share one container")
+        if step.artifacts:
+            raise refuse(f"{where} artifacts", "a step's artifacts are not collected (shared verifier)")
+        root = task_dir / "steps" / step.name
+        instruction = root / "instruction.md"
+        if not instruction.is_file():
+            raise HarborRefused(
+                f"{instruction}: missing; each step of a multi-step task needs its instruction"
+            )
+        tests = root / "tests"
+        if not (tests / "test.sh").is_file() and not (task_dir / "tests" / "test.sh").is_file():
+            raise HarborRefused(
+                f"{tests / 'test.sh'}: missing, and no tests/test.sh of the task stands in for it"
+            )
+        check_env(task_dir / "task.toml", f"{where} verifier.env", step.verifier.env)
+        out.append(
+            StepSpec(
+                name=step.name,
+                instruction=instruction.read_text(),
+                tests_dir=tests if tests.is_dir() else None,
+                solution_dir=root / "solution" if (root / "solution").is_dir() else None,
+                workdir_dir=root / "workdir" if (root / "workdir").is_dir() else None,
+                agent_timeout_s=step.agent.timeout_sec,
+                verify_timeout_s=float(step.verifier.timeout_sec),
+                verifier_env=dict(step.verifier.env),
+                min_reward=step.min_reward,
+                healthcheck=_healthcheck(step.healthcheck) if step.healthcheck is not None else None,
+            )
+        )
+    return tuple(out)
 
 
 def _verifier_mode(cfg: Any) -> Any:

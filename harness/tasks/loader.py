@@ -6,8 +6,8 @@ Terminal-Bench 2 directories (environment/Dockerfile instead of environment/work
 image tasks for a container runtime, and without one when their Dockerfile needs no image of its
 own (harbor.py).
 
-In a directory, one task that cannot be read (malformed task.toml, no tests/test.sh, a Harbor
-multi-step task, a Terminal-Bench 1 task.yaml) never stops the others: it is listed with its
+In a directory, one task that cannot be read (malformed task.toml, no tests/test.sh, a Terminal-Bench
+1 task.yaml) never stops the others: it is listed with its
 reason (``Suite.skipped``). A task directory given on its own still errors.
 """
 
@@ -24,7 +24,7 @@ from harness.errors import HarnessError
 from harness.paths import absolute, repo_root
 from harness.progress import console
 from harness.tasks.harbor import ContainerLayout, UnsupportedTask, localize, parse_dockerfile
-from harness.tasks.harbor_config import HarborSpec, harbor_spec, read_spec
+from harness.tasks.harbor_config import HarborSpec, StepSpec, harbor_spec, read_spec
 from harness.tasks.identifiers import check_image_reference, check_path_component
 from harness.tasks.swebench_dataset import dataset_jsonl, hub_dataset, parquet_jsonl
 
@@ -112,6 +112,11 @@ class Task(BaseModel):
         return self.path / "tests"
 
     @property
+    def steps(self) -> "tuple[StepSpec, ...]":
+        """A Harbor multi-step task's steps, in order (harness/tasks/steps.py); () for the others."""
+        return self.harbor.steps if self.harbor is not None else ()
+
+    @property
     def solution(self) -> Path:
         return self.path / "solution" / "solve.sh"
 
@@ -158,20 +163,11 @@ def _load_task(path: Path, suite: str, *, images: bool, task_id: str | None) -> 
             meta = tomllib.loads(toml.read_text(errors="replace"))
         except tomllib.TOMLDecodeError as exc:
             raise TaskRefused(f"{toml}: malformed TOML ({exc})") from None
-    steps = meta.get("steps")
-    if (path / "steps").is_dir() or isinstance(steps, list):
-        count = (
-            len(steps)
-            if isinstance(steps, list)
-            else len([p for p in (path / "steps").iterdir() if p.is_dir()])
-        )
-        raise TaskRefused(
-            f"{path}: a Harbor multi-step task ({count} step{'s' if count != 1 else ''} in steps/); the harness runs single-step "
-            "tasks only, so it is not run"
-        )
-    if not (path / "instruction.md").is_file():
+    multi_step = isinstance(meta.get("steps"), list) and bool(meta.get("steps"))
+    # A multi-step task's instructions and tests are per step (harbor_config._steps checks them)
+    if not multi_step and not (path / "instruction.md").is_file():
         raise TaskRefused(f"{path}: no instruction.md; not a task directory")
-    if not (path / "tests" / "test.sh").is_file():
+    if not multi_step and not (path / "tests" / "test.sh").is_file():
         raise TaskRefused(f"{path}: missing tests/test.sh; a task needs tests to verify the episode")
     limits = dict(meta.get("limits") or {})
     # Harbor keeps timeouts under [agent] / [verifier] as timeout_sec.
@@ -180,7 +176,7 @@ def _load_task(path: Path, suite: str, *, images: bool, task_id: str | None) -> 
     if "verifier" in meta and isinstance(meta["verifier"], dict) and "timeout_sec" in meta["verifier"]:
         limits.setdefault("verify_timeout_s", meta["verifier"]["timeout_sec"])
     limits.update(_environment_limits(toml, meta.get("environment")))
-    spec = harbor_spec(path, read_spec(toml, meta)) if _harbor_format(path, meta) else None
+    spec = harbor_spec(path, read_spec(toml, meta)) if multi_step or _harbor_format(path, meta) else None
     if spec is not None and not images:
         _local_refusals(path, spec)
     try:
@@ -194,7 +190,10 @@ def _load_task(path: Path, suite: str, *, images: bool, task_id: str | None) -> 
         id=check_path_component(task_id or path.name, f"{path}: the task id"),
         suite=suite,
         path=path.resolve(),
-        instruction=(path / "instruction.md").read_text(),
+        # a multi-step task's first step is what its agent reads first (each step: its own)
+        instruction=spec.steps[0].instruction
+        if spec and spec.steps
+        else (path / "instruction.md").read_text(),
         limits=parsed_limits,
         metadata=meta.get("task") or meta.get("metadata") or {},
         container=None if image else _harbor_layout(path, meta),
@@ -219,6 +218,10 @@ def _harbor_format(path: Path, meta: dict[str, Any]) -> bool:
 def _local_refusals(path: Path, spec: HarborSpec) -> None:
     """What of a Harbor task needs its container (under --runtime local, a reason to skip it)."""
     toml = path / "task.toml"
+    if spec.steps:
+        raise UnsupportedTask(
+            f"{toml}: [[steps]]: a multi-step task runs in its container (--runtime docker)"
+        )
     if spec.healthcheck is not None:
         raise UnsupportedTask(f"{toml}: [environment.healthcheck] runs in the task's container")
     if spec.verifier_mode == "separate":

@@ -22,8 +22,10 @@ from pydantic import BaseModel, ConfigDict
 
 from harness._signals import Stopped, stop_message, stop_on_signals
 from harness.errors import HarnessError
+from harness.tasks.harbor_config import StepSpec
 from harness.tasks.loader import Skipped, Task, load_suite, select_tasks
 from harness.tasks.selection import narrow
+from harness.tasks.steps import run_steps, verdict
 from harness.tasks.verify import VerifyResult, kill_running_tests
 
 if TYPE_CHECKING:
@@ -139,13 +141,18 @@ def check_task(
     detail = ""
     try:
         with sandboxes.open(runtime, task, work, "reference") as sandbox:
-            applied, output = sandbox.run_solution()
-            if applied:
-                reference = sandbox.verify()
+            if task.steps:
+                reference, detail = _reference_steps(task, sandbox)
             else:
-                detail = f"solve.sh failed: {_tail(output)}"
+                applied, output = sandbox.run_solution()
+                if applied:
+                    reference = sandbox.verify()
+                else:
+                    detail = f"solve.sh failed: {_tail(output)}"
         with sandboxes.open(runtime, task, work, "untouched") as sandbox:
-            untouched = sandbox.verify()
+            untouched = (
+                verdict(task, run_steps(task, sandbox, lambda _: None)[0]) if task.steps else sandbox.verify()
+            )
     except Exception as exc:  # no image, an engine error: this task's verdict, the others go on
         return TaskCheck(
             task_id=task.id,
@@ -167,6 +174,17 @@ def check_task(
         detail=detail,
         seconds=time.monotonic() - start,
     )
+
+
+def _reference_steps(task: Task, sandbox: "EpisodeSandbox") -> tuple[VerifyResult | None, str]:
+    """A multi-step task's reference: each step's solution, then that step's tests (steps.py)."""
+
+    def solve(step: StepSpec) -> str | None:
+        applied, output = sandbox.run_step_solution(step)  # type: ignore[attr-defined]
+        return None if applied else f"step {step.name!r}: solve.sh failed: {_tail(output)}"
+
+    results, ended = run_steps(task, sandbox, solve)
+    return (None, ended) if ended is not None else (verdict(task, results), "")
 
 
 def check_tasks(

@@ -44,6 +44,7 @@ class VerifyResult(BaseModel):
     tampering: str | None = None  # what the harness caught the tested code doing (reward 0)
     mode: VerifyMode = "shared"  # where the tests ran (fresh.py)
     network: str | None = None  # the network mode of the tests' container as the engine reports it
+    rewards: dict[str, float] = {}  # every key of the reward file (a multi-step task's steps: steps.py)
     # The tests' whole output (capped, fresh.OUTPUT_CAP): kept as the episode's verifier.log.
     output: str = Field("", exclude=True, repr=False)
 
