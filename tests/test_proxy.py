@@ -227,7 +227,9 @@ def test_turns_of_a_text_action_scaffold_parse_its_fenced_command() -> None:
         "Please always provide EXACTLY ONE action in triple backticks, found 0 actions.",
     ]
     with ReplayServer(script) as replay, serve_proxy(Upstream(replay.base_url)) as proxy:
-        endpoint = proxy.episode("m/task/seed1", WatchConfig(actions=ActionFormat()))
+        # three refusals in a row are a loop (repeat_error): watched, not stopped, so turn 4 is parsed too
+        watch = WatchConfig(actions=ActionFormat(), stop_on_loop=False)
+        endpoint = proxy.episode("m/task/seed1", watch)
         c = client(endpoint.openai_url, endpoint.api_key)
         messages: list[Any] = [{"role": "system", "content": "act"}, {"role": "user", "content": "task"}]
         for obs in [*observations, None]:
@@ -254,6 +256,8 @@ def test_turns_of_a_text_action_scaffold_parse_its_fenced_command() -> None:
     assert [t.observation for t in turns] == [*observations, ""]
     # the scaffold's format-error feedback answers a response it could not run: an error
     assert [t.observation_is_error for t in turns] == [False, True, True, True, False]
+    loop = endpoint.watch.loop
+    assert loop is not None and (loop.kind.value, loop.start_turn) == ("repeat_error", 1), loop
 
 
 def _looping_script(stream_first: bool = False) -> ReplayScript:
