@@ -193,6 +193,7 @@ def _attempt(
                 lambda: ctx.runtime.open(task, edir, item.key, prep=getattr(arm.runner, "prep", None)),
                 every=ctx.config.checkpoint_every,
                 drain=ctx.drain.event,
+                limits=ctx.config.sandbox.exports,
             )
         except Exception as exc:  # no sandbox (its image failed, the engine refused, a full disk): data
             return failed_outcome("the episode's sandbox could not be made", exc, started), None, None

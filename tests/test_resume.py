@@ -240,7 +240,7 @@ def test_a_turn_that_does_not_end_in_the_grace_is_stopped_at_once(tmp_path: Path
 def test_files_put_back_from_generations(tmp_path: Path) -> None:
     """A workspace changed over several checkpoints (edits, a file become a directory, a deletion, a
     link, an empty directory) is made again in a fresh copy exactly as at the last one."""
-    from harness.resume.files import LocalFiles
+    from harness.resume.files import Budget, LocalFiles
 
     original, live, checkpoint = tmp_path / "original", tmp_path / "live", tmp_path / "ck"
     for root in (original,):
@@ -267,7 +267,7 @@ def test_files_put_back_from_generations(tmp_path: Path) -> None:
     ]
     for turn, change in enumerate(steps, 1):
         change()
-        gen = files.snapshot(checkpoint, turn)
+        gen = files.snapshot(checkpoint, turn, Budget(1 << 30, 1000))
         tars += [gen.tar] if gen.tar else []
         paths = gen.paths or paths
     assert len(tars) == 4
@@ -297,3 +297,44 @@ def test_a_stop_during_the_last_turn_records_the_episode_it_ended(tmp_path: Path
         assert server.served == TURNS
     rec = record(run)
     assert rec["status"] == "resolved" and rec["resumed_turns"] == 0
+
+
+def test_a_checkpoint_never_archives_files_over_the_export_cap(tmp_path: Path) -> None:
+    """A sparse 1 TiB file (no block allocated) made by a turn: the generation is sized before a
+    byte is copied, so nothing is archived; the episode goes on without checkpoints, its note says
+    why, and the checkpoint directory is gone (a rerun begins from turn 1)."""
+    import threading
+
+    from harness.resume.checkpoint import EpisodeCheckpoint
+    from harness.resume.files import LocalFiles
+    from harness.runtime.export_caps import ExportLimits
+
+    live, out = tmp_path / "live", tmp_path / "episode"
+    live.mkdir()
+    out.mkdir()
+    (live / "a.txt").write_text("a\n")
+    files = LocalFiles(live)
+    files.baseline()
+    limits = ExportLimits(max_bytes=1 << 20, max_files=100)
+    ck = EpisodeCheckpoint(out, "mini-swe-agent", files, every=1, drain=threading.Event(), limits=limits)
+    (live / "a.txt").write_text("b\n")
+    ck.turn_done(1, lambda: {"messages": []})
+    assert ck.off is None and [p.name for p in (out / "checkpoint").iterdir() if p.suffix == ".tar"]
+    with (live / "big").open("wb") as f:
+        f.truncate(1 << 40)
+    ck.turn_done(2, lambda: {"messages": []})
+    assert ck.off is not None and "1.0 TiB" in ck.off and "export cap" in ck.off, ck.off
+    assert not (out / "checkpoint").exists()
+    ck.turn_done(3, lambda: {"messages": []})  # no more checkpoints for this attempt
+    assert not (out / "checkpoint").exists()
+    ck.close()
+    # many small files over the entry cap are refused the same way
+    files2 = LocalFiles(live)
+    files2.baseline()
+    for i in range(101):
+        (live / f"f{i}").write_text("x")
+    from harness.resume.files import Budget, CheckpointOverCap
+
+    with pytest.raises(CheckpointOverCap, match="101 entries"):
+        files2.snapshot(tmp_path, 4, Budget(1 << 20, 100))
+    assert not list(tmp_path.glob("gen-*.tar"))

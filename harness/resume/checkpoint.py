@@ -28,8 +28,8 @@ from typing import IO, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from harness.resume.files import CheckpointUnusable, FileSnapshots, snapshots_for
-from harness.runtime.export_caps import remove_tree
+from harness.resume.files import Budget, CheckpointOverCap, CheckpointUnusable, FileSnapshots, snapshots_for
+from harness.runtime.export_caps import ExportLimits, remove_tree
 from harness.seam import ResumeState
 
 DIR = "checkpoint"
@@ -119,9 +119,11 @@ class EpisodeCheckpoint:
         *,
         every: int,
         drain: threading.Event,
+        limits: ExportLimits,
         resumed: tuple[Marker, ResumeState] | None = None,
     ) -> None:
         self.out_dir, self.root = out_dir, out_dir / DIR
+        self.limits = limits
         self.scaffold = scaffold
         self.files = files
         self.every = every
@@ -133,6 +135,13 @@ class EpisodeCheckpoint:
         self.drained = False
         self.saves = 0
         self.seconds = 0.0  # spent saving, this attempt
+        # the generations' bytes so far: the checkpoint as a whole stays within the export caps
+        self.stored = sum(
+            (self.root / t).stat().st_size
+            for t in (self._marker.tars if self._marker else [])
+            if (self.root / t).is_file()
+        )
+        self.off: str | None = None  # why checkpoints stopped for this attempt
 
     @property
     def resume(self) -> ResumeState | None:
@@ -140,7 +149,7 @@ class EpisodeCheckpoint:
 
     def turn_done(self, turns: int, state: Callable[[], dict[str, Any]]) -> bool:
         draining = self._drain.is_set()
-        if turns > self._last and (draining or (self.every and turns % self.every == 0)):
+        if self.off is None and turns > self._last and (draining or (self.every and turns % self.every == 0)):
             started = time.perf_counter()
             self._save(turns, state())
             self.seconds += time.perf_counter() - started
@@ -153,7 +162,17 @@ class EpisodeCheckpoint:
         if self._journal is None:
             self.root.mkdir(exist_ok=True)
             self._journal = (self.root / JOURNAL).open("ab")
-        gen = self.files.snapshot(self.root, turns)
+        try:
+            gen = self.files.snapshot(self.root, turns, Budget.of(self.limits, self.stored))
+        except CheckpointOverCap as exc:
+            # no checkpoint rather than a disk full of one: an interruption reruns it from turn 1
+            self.off = f"checkpoints stopped at turn {turns}: {exc}"
+            self.close()
+            remove_tree(self.root)
+            self._marker = None
+            return
+        if gen.tar:
+            self.stored += (self.root / gen.tar).stat().st_size
         requires = [str(r) for r in state.pop("_requires", [])]
         body = json.dumps(state).encode()
         marker = Marker(
@@ -183,10 +202,13 @@ def open_checkpoint(
     *,
     every: int,
     drain: threading.Event,
+    limits: ExportLimits | None = None,
 ) -> tuple[Any, EpisodeCheckpoint, str | None]:
     """The episode's sandbox (``sandbox_for()`` makes a fresh one from its task), with the files of
     its last checkpoint put back when it has one; its checkpoints; why a checkpoint on disk was not
-    used, if one was not. ``every`` 0: checkpoints only when the run stops gracefully."""
+    used, if one was not. ``every`` 0: checkpoints only when the run stops gracefully. ``limits``:
+    the episode's export caps, which its checkpoint as a whole stays within."""
+    limits = limits or ExportLimits()
     found = load(out_dir, scaffold)
     note = found if isinstance(found, str) else None
     if isinstance(found, tuple):
@@ -204,7 +226,9 @@ def open_checkpoint(
             resumed = (marker, state)
             return (
                 sandbox,
-                EpisodeCheckpoint(out_dir, scaffold, files, every=every, drain=drain, resumed=resumed),
+                EpisodeCheckpoint(
+                    out_dir, scaffold, files, every=every, drain=drain, limits=limits, resumed=resumed
+                ),
                 None,
             )
     if out_dir.exists():
@@ -214,7 +238,7 @@ def open_checkpoint(
     files.baseline()
     return (
         sandbox,
-        EpisodeCheckpoint(out_dir, scaffold, files, every=every, drain=drain),
+        EpisodeCheckpoint(out_dir, scaffold, files, every=every, drain=drain, limits=limits),
         (f"{note}; the episode began again from turn 1" if note else None),
     )
 

@@ -8,6 +8,11 @@ the sandbox as the task made it: a fresh sandbox is that state, so only the agen
 copied. Restoring takes each path from the latest generation that holds it (one merged tar, made
 here), removes from a fresh sandbox what the last listing lacks, and unpacks the tar there.
 
+A checkpoint holds at most the episode's export caps (``--export-max-gib`` / ``--export-max-files``)
+over all its generations, each file counted at its full size as the final export counts it: the
+changed files are sized before anything is copied, so an agent's ``truncate -s 1T`` is never
+archived (CheckpointOverCap; the episode goes on without checkpoints).
+
 Two ways to read a sandbox: a local one's workspace directly (a walk of lstat calls), anything else
 through the seam's verbs (``find`` and ``tar`` in the sandbox, one ``copy_out``; POSIX shell tools
 only, as root so that every file is read and owners are kept).
@@ -23,7 +28,7 @@ from pathlib import Path
 from typing import Protocol
 
 from harness.errors import HarnessError
-from harness.runtime.export_caps import remove_tree
+from harness.runtime.export_caps import ExportLimits, remove_tree
 from harness.seam import Sandbox
 
 _STAMP = "/tmp/.harness-checkpoint-stamp"
@@ -32,6 +37,37 @@ _OUT = "/tmp/.harness-checkpoint-out"
 
 class CheckpointUnusable(HarnessError):
     """A checkpoint that cannot be restored (corrupt, incomplete, or its sandbox refused it)."""
+
+
+class CheckpointOverCap(HarnessError):
+    """The files a checkpoint would save are over the episode's export caps: none are saved."""
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
+
+
+def _check_budget(size: int, count: int, budget: "Budget") -> None:
+    if size > budget.bytes or count > budget.files:
+        raise CheckpointOverCap(
+            f"the files changed by this turn ({_size(size)}, {count:,} entries) would take the "
+            f"checkpoint over the export cap ({_size(budget.bytes)} and {budget.files:,} entries left)"
+        )
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What a generation may still hold: bytes (files at full size) and entries."""
+
+    bytes: int
+    files: int
+
+    @classmethod
+    def of(cls, limits: ExportLimits, stored: int) -> "Budget":
+        return cls(max(limits.max_bytes - stored, 0), limits.max_files)
 
 
 @dataclass(frozen=True)
@@ -47,8 +83,9 @@ class FileSnapshots(Protocol):
         """The sandbox as it is now is what the next generation is relative to."""
         ...
 
-    def snapshot(self, root: Path, turn: int) -> Generation:
-        """The files changed since the last snapshot (or the baseline), saved in ``root``."""
+    def snapshot(self, root: Path, turn: int, budget: Budget) -> Generation:
+        """The files changed since the last snapshot (or the baseline), saved in ``root``;
+        CheckpointOverCap, nothing saved, when they are over ``budget``."""
         ...
 
     def restore(self, root: Path, tars: list[str], paths: str | None) -> None:
@@ -142,9 +179,11 @@ class LocalFiles:
     def baseline(self) -> None:
         self._seen = self._walk()
 
-    def snapshot(self, root: Path, turn: int) -> Generation:
+    def snapshot(self, root: Path, turn: int, budget: Budget) -> Generation:
         now = self._walk()
         changed = sorted(p for p, facts in now.items() if self._seen.get(p) != facts)
+        size = sum(now[p][3] for p in changed if stat.S_ISREG(now[p][0]))
+        _check_budget(size, len(changed), budget)
         tar_name = paths_name = None
         if changed:
             tar_name = f"gen-{turn:05d}.tar"
@@ -223,13 +262,19 @@ class SandboxFiles:
             self.sandbox.copy_out(_OUT, Path(tmp))
             self._listing = (Path(tmp) / "paths").read_bytes()
 
-    def snapshot(self, root: Path, turn: int) -> Generation:
+    def snapshot(self, root: Path, turn: int, budget: Budget) -> Generation:
         wd = shlex.quote(self.workdir)
+        changed = f"find . -mindepth 1 \\( -newer {_STAMP} -o -cnewer {_STAMP} \\)"
+        # sized (full sizes, as the export counts them) before tar reads a byte: a sparse 1 TB file
+        # is never archived, in the sandbox or here
         self._run(
             f"set -e; export LC_ALL=C; cd {wd}; touch {_STAMP}.new; rm -rf {_OUT}; mkdir -p {_OUT}; "
-            f"find . -mindepth 1 \\( -newer {_STAMP} -o -cnewer {_STAMP} \\) -print0 > {_OUT}/changed.list; "
+            f"{changed} -print0 > {_OUT}/changed.list; "
+            f"{changed} -printf '%y %s\\n' | awk '{{n++; if ($1 == \"f\") s += $2}} END {{printf \"%.0f %d\\n\", s, n}}' > {_OUT}/size; "
+            f"read size count < {_OUT}/size; "
             f"{self._list()} > {_OUT}/paths; "
-            f"if [ -s {_OUT}/changed.list ]; then "
+            f'if [ "$size" -gt {budget.bytes} ] || [ "$count" -gt {budget.files} ]; then :; '
+            f"elif [ -s {_OUT}/changed.list ]; then "
             f"tar -cf {_OUT}/changed.tar --null --no-recursion -T {_OUT}/changed.list; fi; "
             f"rm -f {_OUT}/changed.list; mv {_STAMP}.new {_STAMP}",
             "saving the sandbox's changed files",
@@ -237,8 +282,10 @@ class SandboxFiles:
         with tempfile.TemporaryDirectory(prefix="harness-snapshot-", dir=root) as tmp:
             out = Path(tmp)
             self.sandbox.copy_out(_OUT, out)
-            if not (out / "paths").is_file():
+            if not (out / "paths").is_file() or not (out / "size").is_file():
                 raise CheckpointUnusable("the sandbox's changed files did not come out")
+            size, count = (int(x) for x in (out / "size").read_text().split())
+            _check_budget(size, count, budget)
             tar_name = paths_name = None
             if (out / "changed.tar").is_file():
                 tar_name = f"gen-{turn:05d}.tar"
@@ -282,4 +329,12 @@ def snapshots_for(sandbox: Sandbox) -> FileSnapshots:
     return SandboxFiles(sandbox)
 
 
-__all__ = ["CheckpointUnusable", "FileSnapshots", "LocalFiles", "SandboxFiles", "snapshots_for"]
+__all__ = [
+    "Budget",
+    "CheckpointOverCap",
+    "CheckpointUnusable",
+    "FileSnapshots",
+    "LocalFiles",
+    "SandboxFiles",
+    "snapshots_for",
+]
