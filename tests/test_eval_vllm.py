@@ -108,8 +108,10 @@ def check_server_timeline(run: Path, stats: dict[str, float]) -> None:
 
 
 def start_eval(run: Path) -> subprocess.Popen[bytes]:
+    # one episode at a time: with several in flight (--concurrency auto) a graceful stop lets each
+    # finish its turn, and the resumed ones then end together, leaving none to interrupt
     return subprocess.Popen(
-        [*HARNESS, "eval", *ARGS, "--run-dir", str(run)],
+        [*HARNESS, "eval", *ARGS, "--concurrency", "1", "--run-dir", str(run)],
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
