@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from harness import provenance
 from harness.evaluate import EvalConfig, run_eval
 from harness.replay import ReplayScript, ReplayServer, ScriptedCall, ScriptedResponse
+from harness.server.endpoint import ExternalEndpoint
 from tests.conftest import REPO, run_harness
 
 pytestmark = pytest.mark.timeout(300)
@@ -314,3 +316,33 @@ def test_machine_facts_name_the_gpus_driver_and_cuda_from_nvml(monkeypatch: pyte
 
     line = next(x for x in manifest_lines({"machine": facts}) if x.startswith("machine"))
     assert "2 x NVIDIA H100 80GB HBM3, driver 580.65.06, CUDA 13.0" in line
+
+
+def test_secret_flags_and_url_credentials_never_reach_the_manifest() -> None:
+    """Any flag whose name says secret (key, token, secret, password) has its value hidden, in
+    both spellings; flags that only look alike (a tokenizer, a token count) stay readable. A server
+    URL loses its user:password and its query values (run.json records it)."""
+    argv = [
+        "python", "-m", "vllm.entrypoints.openai.api_server", "--api-key", SECRET, "--hf-token", SECRET,
+        f"--hf_token={SECRET}", "--client-secret", SECRET, f"--db-password={SECRET}", "--apikey", SECRET,
+        "--tokenizer", "/models/tok", "--max-num-batched-tokens", "2048", "--ssl-keyfile", "/k.pem",
+    ]  # fmt: skip
+    scrubbed = provenance.scrub_argv(argv)
+    assert SECRET not in " ".join(scrubbed)
+    assert scrubbed[3:13] == [
+        "--api-key", "***", "--hf-token", "***", "--hf_token=***", "--client-secret", "***",
+        "--db-password=***", "--apikey", "***",
+    ]  # fmt: skip
+    assert scrubbed[-6:] == argv[-6:]
+    assert provenance.scrub_env({"HF_TOKEN": SECRET, "VLLM_CPU_KVCACHE_SPACE": "4"}) == {
+        "HF_TOKEN": "***",
+        "VLLM_CPU_KVCACHE_SPACE": "4",
+    }
+    url = f"https://alice:{SECRET}@llm.example.com:8443/v1?token={SECRET}&tier=a"
+    shown = ExternalEndpoint(url, "k", "m").describe()["base_url"]
+    assert SECRET not in shown and "alice" not in shown
+    assert shown.startswith("https://***@llm.example.com:8443/") and "token=***" in shown
+    assert (
+        ExternalEndpoint("http://127.0.0.1:8000", "k", "m").describe()["base_url"]
+        == "http://127.0.0.1:8000/v1"
+    )
