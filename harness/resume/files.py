@@ -13,6 +13,7 @@ through the seam's verbs (``find`` and ``tar`` in the sandbox, one ``copy_out``;
 only, as root so that every file is read and owners are kept).
 """
 
+import io
 import os
 import shlex
 import stat
@@ -27,6 +28,9 @@ from harness.runtime.export_caps import remove_tree
 from harness.seam import Sandbox
 
 _STAMP = "/tmp/.harness-checkpoint-stamp"
+_IN_MEMORY = 4 << 20  # a generation up to this many bytes of files is made in memory
+# What the local walk knows of a path: mode, mtime, ctime (ns), size, inode, owner, group.
+_Facts = tuple[int, int, int, int, int, int, int]
 _OUT = "/tmp/.harness-checkpoint-out"
 
 
@@ -117,10 +121,10 @@ class LocalFiles:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self._seen: dict[str, tuple[int, int, int, int, int]] = {}
+        self._seen: dict[str, _Facts] = {}
 
-    def _walk(self) -> dict[str, tuple[int, int, int, int, int]]:
-        found: dict[str, tuple[int, int, int, int, int]] = {}
+    def _walk(self) -> dict[str, _Facts]:
+        found: dict[str, _Facts] = {}
         stack = [""]
         while stack:
             rel = stack.pop()
@@ -134,7 +138,9 @@ class LocalFiles:
                     st = entry.stat(follow_symlinks=False)
                 except OSError:
                     continue
-                found[path] = (st.st_mode, st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+                found[path] = (
+                    st.st_mode, st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_uid, st.st_gid
+                )  # fmt: skip
                 if stat.S_ISDIR(st.st_mode):
                     stack.append(path)
         return found
@@ -148,17 +154,47 @@ class LocalFiles:
         tar_name = paths_name = None
         if changed:
             tar_name = f"gen-{turn:05d}.tar"
-            with tarfile.open(root / tar_name, "w") as tar:
-                for path in changed:
-                    try:
-                        tar.add(self.root / path, arcname=path, recursive=False)
-                    except OSError:
-                        continue  # removed between the walk and here: the listing says so next time
+            size = sum(now[p][3] for p in changed if stat.S_ISREG(now[p][0]))
+            # A turn's few small edits: the tar made in memory and written at once (a tar file
+            # written entry by entry cost most of a checkpoint); a large one streamed to its file.
+            if size <= _IN_MEMORY:
+                buf = io.BytesIO()
+                with tarfile.open(fileobj=buf, mode="w") as tar:
+                    self._add(tar, changed, now)
+                (root / tar_name).write_bytes(buf.getvalue())
+            else:
+                with tarfile.open(root / tar_name, "w") as tar:
+                    self._add(tar, changed, now)
         if now.keys() != self._seen.keys():
             paths_name = f"paths-{turn:05d}"
             (root / paths_name).write_bytes(_listing_bytes({p: _kind(f[0]) for p, f in now.items()}))
         self._seen = now
         return Generation(tar_name, paths_name)
+
+    def _add(self, tar: tarfile.TarFile, changed: list[str], now: dict[str, _Facts]) -> None:
+        """``changed`` into ``tar``, each entry's header from the walk's lstat (no second lstat, no
+        user or group name looked up: the numeric owner is what a restore sets)."""
+        for path in changed:
+            mode, mtime_ns, _, _, _, uid, gid = now[path]
+            info = tarfile.TarInfo(path)
+            info.mode, info.uid, info.gid = stat.S_IMODE(mode), uid, gid
+            info.mtime = mtime_ns / 1e9
+            try:
+                if stat.S_ISREG(mode):
+                    with open(self.root / path, "rb") as src:
+                        # its size now: a file still growing is cut where it stood, never torn
+                        info.size = os.fstat(src.fileno()).st_size
+                        tar.addfile(info, src)
+                elif stat.S_ISDIR(mode):
+                    info.type = tarfile.DIRTYPE
+                    tar.addfile(info)
+                elif stat.S_ISLNK(mode):
+                    info.type, info.linkname = tarfile.SYMTYPE, os.readlink(self.root / path)
+                    tar.addfile(info)
+                else:  # a FIFO, a device: as tar itself records them
+                    tar.add(self.root / path, arcname=path, recursive=False)
+            except OSError:
+                continue  # removed between the walk and here: the listing says so next time
 
     def restore(self, root: Path, tars: list[str], paths: str | None) -> None:
         final = read_paths(root / paths) if paths is not None else None
