@@ -237,6 +237,7 @@ class SandboxFiles:
         self.sandbox = sandbox
         self.workdir = sandbox.workdir
         self._listing: bytes | None = None
+        self._listing_sum: str | None = None  # the listing's cksum in the sandbox, as last copied out
 
     def _run(self, script: str, what: str) -> str:
         result = self.sandbox.exec(script, cwd=self.workdir, user="root", timeout=600)
@@ -251,25 +252,33 @@ class SandboxFiles:
 
     def baseline(self) -> None:
         wd = shlex.quote(self.workdir)
-        self._run(
-            f"set -e; export LC_ALL=C; cd {wd}; touch {_STAMP}; rm -rf {_OUT}; mkdir -p {_OUT}; {self._list()} > {_OUT}/paths",
+        said = self._run(
+            f"set -e; export LC_ALL=C; cd {wd}; touch {_STAMP}; rm -rf {_OUT}; mkdir -p {_OUT}; "
+            f"{self._list()} > {_OUT}/paths; {_said('0')}",
             "marking the checkpoint baseline",
         )
         with tempfile.TemporaryDirectory(prefix="harness-baseline-") as tmp:
             self.sandbox.copy_out(_OUT, Path(tmp))
             self._listing = (Path(tmp) / "paths").read_bytes()
+        self._listing_sum = _said_sum(said)[1]
 
     def snapshot(self, root: Path, turn: int) -> Generation:
         wd = shlex.quote(self.workdir)
-        self._run(
+        said = self._run(
             f"set -e; export LC_ALL=C; cd {wd}; touch {_STAMP}.new; rm -rf {_OUT}; mkdir -p {_OUT}; "
             f"find . -mindepth 1 \\( -newer {_STAMP} -o -cnewer {_STAMP} \\) -print0 > {_OUT}/changed.list; "
             f"{self._list()} > {_OUT}/paths; "
             f"if [ -s {_OUT}/changed.list ]; then "
             f"tar -cf {_OUT}/changed.tar --null --no-recursion -T {_OUT}/changed.list; fi; "
-            f"rm -f {_OUT}/changed.list; mv {_STAMP}.new {_STAMP}",
+            f"rm -f {_OUT}/changed.list; mv {_STAMP}.new {_STAMP}; "
+            f"if [ -e {_OUT}/changed.tar ]; then {_said('1')}; else {_said('0')}; fi",
             "saving the sandbox's changed files",
         )
+        changed, listing_sum = _said_sum(said)
+        if changed is False and listing_sum is not None and listing_sum == self._listing_sum:
+            # nothing changed and the same paths (a copy out costs as much as the exec): no generation
+            return Generation(None, None)
+        self._listing_sum = listing_sum
         with tempfile.TemporaryDirectory(prefix="harness-snapshot-", dir=root) as tmp:
             out = Path(tmp)
             self.sandbox.copy_out(_OUT, out)
@@ -308,6 +317,25 @@ class SandboxFiles:
             "putting the checkpoint's files back",
         )
         self.baseline()
+
+
+_SAID = "harness-checkpoint"
+
+
+def _said(changed: str) -> str:
+    """The shell that ends a checkpoint's exec with one line: whether files changed, and the
+    listing's checksum (the same on a turn that changed nothing: no copy out then)."""
+    return f"printf '{_SAID} {changed} %s\\n' \"$(cksum < {_OUT}/paths)\""
+
+
+def _said_sum(output: str) -> tuple[bool | None, str | None]:
+    """(files changed, the listing's checksum) from an exec's output; (None, None) when it has no
+    such line (then the files are copied out as if changed)."""
+    for line in reversed(output.splitlines()):
+        if line.startswith(f"{_SAID} "):
+            _, changed, listing_sum = line.split(" ", 2)
+            return changed == "1", listing_sum.strip()
+    return None, None
 
 
 def snapshots_for(sandbox: Sandbox) -> FileSnapshots:
