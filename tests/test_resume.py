@@ -358,3 +358,46 @@ def test_a_container_turn_that_changed_nothing_copies_nothing_out(tmp_path: Path
         live.close()
         if fresh is not None:
             fresh.close()
+
+
+def test_a_torn_append_to_the_data_file_is_cut_off_and_the_last_whole_checkpoint_restores(
+    tmp_path: Path,
+) -> None:
+    """A kill while a checkpoint appends its files to the data file (and before its journal line, or
+    halfway through it): resuming cuts both back to the last whole checkpoint, whose files come
+    back as they were; no file is made per checkpoint."""
+    import threading
+
+    from harness.resume.checkpoint import DIR, EpisodeCheckpoint, _tidy, load
+    from harness.resume.files import DATA, LocalFiles
+
+    out = tmp_path / "ep"
+    live = out / "workspace"
+    live.mkdir(parents=True)
+    (live / "a.txt").write_text("a0\n")
+    subprocess.run(["cp", "-a", str(live), str(tmp_path / "original")], check=True)
+    files = LocalFiles(live)
+    files.baseline()
+    ck = EpisodeCheckpoint(out, "s", files, every=1, drain=threading.Event())
+    for turn in (1, 2, 3):
+        (live / "a.txt").write_text(f"a{turn}\n")
+        (live / f"new{turn}").mkdir()
+        ck.turn_done(turn, lambda t=turn: {"turn": t})
+    ck.close()
+    assert sorted(p.name for p in (out / DIR).iterdir()) == sorted([DATA, "journal"])
+    want = {str(p.relative_to(live)): p.is_dir() or p.read_text() for p in live.rglob("*")}
+    whole = (out / DIR / DATA).stat().st_size
+    with (out / DIR / DATA).open("ab") as data:
+        data.write(b"half a tar of turn 4" * 100)
+    with (out / DIR / "journal").open("ab") as journal:
+        journal.write(b'{"version": 1, "scaffold": "s", "turn": 4, "tars"')
+    found = load(out, "s")
+    assert isinstance(found, tuple), found
+    marker, state, end = found
+    assert marker.turn == 3 and state.state == {"turn": 3}
+    _tidy(out, marker, end)
+    assert (out / DIR / DATA).stat().st_size == whole
+    fresh = tmp_path / "fresh"
+    subprocess.run(["cp", "-a", str(tmp_path / "original"), str(fresh)], check=True)
+    LocalFiles(fresh).restore(out / DIR, marker.tars, marker.paths)
+    assert {str(p.relative_to(fresh)): p.is_dir() or p.read_text() for p in fresh.rglob("*")} == want

@@ -8,8 +8,9 @@ episode's directory; an interrupted episode goes on from its last one.
                           id, event count and base state) with its hash. The last whole line whose
                           hash holds is the checkpoint: a line torn by a kill is ignored (and cut
                           off when the episode resumes)
-      gen-<turn>.tar      the sandbox's files changed since the checkpoint before (files.py)
-      paths-<turn>        every path the sandbox had then, when that set changed
+      data                appended per checkpoint (files.py): a tar of the sandbox's files changed
+                          since the checkpoint before and, when that set changed, every path the
+                          sandbox had then; a journal line names its parts by offset and length
 
 A checkpoint is taken every ``every`` turns and whenever the run is stopping (``Drain``); its state
 and files are of the same turn, so a resumed episode never sees files from a turn its agent does
@@ -28,7 +29,7 @@ from typing import IO, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from harness.resume.files import CheckpointUnusable, FileSnapshots, snapshots_for
+from harness.resume.files import DATA, CheckpointUnusable, FileSnapshots, part_end, part_exists, snapshots_for
 from harness.runtime.export_caps import remove_tree
 from harness.seam import ResumeState
 
@@ -94,7 +95,7 @@ def load(out_dir: Path, scaffold: str) -> tuple[Marker, ResumeState, int] | str 
     if marker.scaffold != scaffold:
         return f"the checkpoint is of scaffold {marker.scaffold}, the episode runs {scaffold}"
     missing = [
-        n for n in [*marker.tars, *([marker.paths] if marker.paths else [])] if not (root / n).is_file()
+        n for n in [*marker.tars, *([marker.paths] if marker.paths else [])] if not part_exists(root, n)
     ]
     missing += [r for r in marker.requires if not (out_dir / r).exists()]
     if missing:
@@ -231,7 +232,13 @@ def _tidy(out_dir: Path, marker: Marker, end: int) -> None:
     root = out_dir / DIR
     with (root / JOURNAL).open("r+b") as journal:
         journal.truncate(end)
-    keep = {JOURNAL, *marker.tars, *([marker.paths] if marker.paths else [])}
+    parts = [*marker.tars, *([marker.paths] if marker.paths else [])]
+    # what a torn checkpoint appended to the data file after the last whole one: cut off
+    data_end = max((e for n in parts if (e := part_end(root, n)) is not None), default=0)
+    if (root / DATA).is_file():
+        with (root / DATA).open("r+b") as data:
+            data.truncate(data_end)
+    keep = {JOURNAL, DATA, *parts}
     for entry in root.iterdir():
         if entry.name not in keep:
             remove_tree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()

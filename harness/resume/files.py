@@ -1,9 +1,12 @@
 """A sandbox's files at a checkpoint, saved as what changed since the one before, and put back.
 
-Each checkpoint that changed files adds a *generation* to the episode's checkpoint directory:
-``gen-<turn>.tar`` (every entry whose metadata moved since the checkpoint before, directories as
-entries without their contents) and, when the set of paths changed, ``paths-<turn>`` (every path
-present then, NUL-separated, as ``TYPE PATH`` where TYPE is f, d, l or o). The first is relative to
+Each checkpoint that changed files adds a *generation* to the episode's checkpoint directory,
+appended to its one ``data`` file (making a file costs more than the rest of a checkpoint here, so
+none is made per turn) and named by where it lies there (``data@OFFSET+LENGTH``): a tar (every entry
+whose metadata moved since the checkpoint before, directories as entries without their contents)
+and, when the set of paths changed, a listing (every path present then, NUL-separated, as
+``TYPE PATH`` where TYPE is f, d, l or o). A part named otherwise is a file of its own (checkpoints
+made before the data file). The first is relative to
 the sandbox as the task made it: a fresh sandbox is that state, so only the agent's changes are ever
 copied. Restoring takes each path from the latest generation that holds it (one merged tar, made
 here), removes from a fresh sandbox what the last listing lacks, and unpacks the tar there.
@@ -13,9 +16,11 @@ through the seam's verbs (``find`` and ``tar`` in the sandbox, one ``copy_out``;
 only, as root so that every file is read and owners are kept).
 """
 
+import contextlib
 import io
 import os
 import shlex
+import shutil
 import stat
 import tarfile
 import tempfile
@@ -61,20 +66,87 @@ class FileSnapshots(Protocol):
         ...
 
 
-def read_paths(path: Path) -> dict[str, str]:
-    """A listing: path -> type."""
+DATA = "data"
+
+
+def _part(name: str) -> tuple[int, int] | None:
+    """``data@OFFSET+LENGTH``: where the part lies in the data file (None: a file of its own)."""
+    if not name.startswith(f"{DATA}@"):
+        return None
+    offset, _, length = name.removeprefix(f"{DATA}@").partition("+")
     try:
-        raw = path.read_bytes()
+        return int(offset), int(length)
+    except ValueError:
+        raise CheckpointUnusable(f"a malformed part name {name!r}") from None
+
+
+def part_end(root: Path, name: str) -> int | None:
+    """Where a part ends in the data file (None: a file of its own)."""
+    at = _part(name)
+    return None if at is None else at[0] + at[1]
+
+
+def part_exists(root: Path, name: str) -> bool:
+    end = part_end(root, name)
+    if end is None:
+        return (root / name).is_file()
+    try:
+        return (root / DATA).stat().st_size >= end
+    except OSError:
+        return False
+
+
+def read_part(root: Path, name: str) -> bytes:
+    at = _part(name)
+    try:
+        if at is None:
+            return (root / name).read_bytes()
+        with (root / DATA).open("rb") as f:
+            f.seek(at[0])
+            data = f.read(at[1])
     except OSError as exc:
-        raise CheckpointUnusable(f"{path.name}: {exc.strerror or exc}") from None
+        raise CheckpointUnusable(f"{name}: {exc.strerror or exc}") from None
+    if len(data) != at[1]:
+        raise CheckpointUnusable(f"{name}: the data file ends before it")
+    return data
+
+
+def _open_tar(root: Path, name: str, stack: "contextlib.ExitStack") -> tarfile.TarFile:
+    """A generation's tar for reading: its own file, or the data file from its offset (a tar's
+    members lie after its start; it ends at its end-of-archive blocks)."""
+    at = _part(name)
+    if at is None:
+        return stack.enter_context(tarfile.open(root / name))
+    f = stack.enter_context((root / DATA).open("rb"))
+    f.seek(at[0])
+    return stack.enter_context(tarfile.open(fileobj=f, mode="r:"))
+
+
+def _append(root: Path, data: bytes | Path) -> str:
+    """``data`` (bytes, or a file's contents) at the end of the data file; its part name. Whole in
+    the file (flushed to the kernel) before the journal line that names it is written."""
+    with (root / DATA).open("ab") as out:
+        start = out.tell()
+        if isinstance(data, Path):
+            with data.open("rb") as src:
+                shutil.copyfileobj(src, out, 1 << 20)
+        else:
+            out.write(data)
+        end = out.tell()
+    return f"{DATA}@{start}+{end - start}"
+
+
+def read_paths(root: Path, name: str) -> dict[str, str]:
+    """A listing: path -> type."""
+    raw = read_part(root, name)
     listing: dict[str, str] = {}
     for item in raw.split(b"\0"):
         if not item:
             continue
-        kind, _, name = item.decode(errors="surrogateescape").partition(" ")
-        if kind not in ("f", "d", "l", "o") or not name:
-            raise CheckpointUnusable(f"{path.name}: a malformed entry {item[:80]!r}")
-        listing[_clean(name)] = kind
+        kind, _, path = item.decode(errors="surrogateescape").partition(" ")
+        if kind not in ("f", "d", "l", "o") or not path:
+            raise CheckpointUnusable(f"{name}: a malformed entry {item[:80]!r}")
+        listing[_clean(path)] = kind
     return listing
 
 
@@ -88,14 +160,15 @@ def merged_tar(root: Path, tars: list[str], final: dict[str, str] | None, out: P
     latest: dict[str, int] = {}
     for i, name in enumerate(tars):
         try:
-            with tarfile.open(root / name) as tar:
-                for n in tar.getnames():
+            with contextlib.ExitStack() as stack:
+                for n in _open_tar(root, name, stack).getnames():
                     latest[_clean(n)] = i
         except (OSError, tarfile.TarError) as exc:
             raise CheckpointUnusable(f"{name}: {exc}") from None
     with tarfile.open(out, "w") as merged:
         for i, name in enumerate(tars):
-            with tarfile.open(root / name) as tar:
+            with contextlib.ExitStack() as stack:
+                tar = _open_tar(root, name, stack)
                 members = [
                     m
                     for m in tar.getmembers()
@@ -153,21 +226,21 @@ class LocalFiles:
         changed = sorted(p for p, facts in now.items() if self._seen.get(p) != facts)
         tar_name = paths_name = None
         if changed:
-            tar_name = f"gen-{turn:05d}.tar"
             size = sum(now[p][3] for p in changed if stat.S_ISREG(now[p][0]))
-            # A turn's few small edits: the tar made in memory and written at once (a tar file
-            # written entry by entry cost most of a checkpoint); a large one streamed to its file.
+            # A turn's few small edits: the tar made in memory and appended at once; a large one
+            # streamed through a temporary file (never held in memory whole).
             if size <= _IN_MEMORY:
                 buf = io.BytesIO()
                 with tarfile.open(fileobj=buf, mode="w") as tar:
                     self._add(tar, changed, now)
-                (root / tar_name).write_bytes(buf.getvalue())
+                tar_name = _append(root, buf.getvalue())
             else:
-                with tarfile.open(root / tar_name, "w") as tar:
-                    self._add(tar, changed, now)
+                with tempfile.TemporaryDirectory(prefix="harness-generation-", dir=root) as tmp:
+                    with tarfile.open(Path(tmp) / "gen.tar", "w") as tar:
+                        self._add(tar, changed, now)
+                    tar_name = _append(root, Path(tmp) / "gen.tar")
         if now.keys() != self._seen.keys():
-            paths_name = f"paths-{turn:05d}"
-            (root / paths_name).write_bytes(_listing_bytes({p: _kind(f[0]) for p, f in now.items()}))
+            paths_name = _append(root, _listing_bytes({p: _kind(f[0]) for p, f in now.items()}))
         self._seen = now
         return Generation(tar_name, paths_name)
 
@@ -197,7 +270,7 @@ class LocalFiles:
                 continue  # removed between the walk and here: the listing says so next time
 
     def restore(self, root: Path, tars: list[str], paths: str | None) -> None:
-        final = read_paths(root / paths) if paths is not None else None
+        final = read_paths(root, paths) if paths is not None else None
         with tempfile.TemporaryDirectory(prefix="harness-restore-") as tmp:
             merged = Path(tmp) / "merged.tar"
             merged_tar(root, tars, final, merged)
@@ -286,17 +359,15 @@ class SandboxFiles:
                 raise CheckpointUnusable("the sandbox's changed files did not come out")
             tar_name = paths_name = None
             if (out / "changed.tar").is_file():
-                tar_name = f"gen-{turn:05d}.tar"
-                os.replace(out / "changed.tar", root / tar_name)
+                tar_name = _append(root, out / "changed.tar")
             listing = (out / "paths").read_bytes()
             if listing != self._listing:
-                paths_name = f"paths-{turn:05d}"
-                os.replace(out / "paths", root / paths_name)
+                paths_name = _append(root, listing)
                 self._listing = listing
         return Generation(tar_name, paths_name)
 
     def restore(self, root: Path, tars: list[str], paths: str | None) -> None:
-        final = read_paths(root / paths) if paths is not None else None
+        final = read_paths(root, paths) if paths is not None else None
         with tempfile.TemporaryDirectory(prefix="harness-restore-") as tmp:
             stage = Path(tmp) / "stage"
             stage.mkdir()
@@ -346,4 +417,13 @@ def snapshots_for(sandbox: Sandbox) -> FileSnapshots:
     return SandboxFiles(sandbox)
 
 
-__all__ = ["CheckpointUnusable", "FileSnapshots", "LocalFiles", "SandboxFiles", "snapshots_for"]
+__all__ = [
+    "DATA",
+    "CheckpointUnusable",
+    "FileSnapshots",
+    "LocalFiles",
+    "SandboxFiles",
+    "part_end",
+    "part_exists",
+    "snapshots_for",
+]
