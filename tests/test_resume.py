@@ -401,3 +401,66 @@ def test_a_torn_append_to_the_data_file_is_cut_off_and_the_last_whole_checkpoint
     subprocess.run(["cp", "-a", str(tmp_path / "original"), str(fresh)], check=True)
     LocalFiles(fresh).restore(out / DIR, marker.tars, marker.paths)
     assert {str(p.relative_to(fresh)): p.is_dir() or p.read_text() for p in fresh.rglob("*")} == want
+
+
+@pytest.mark.parametrize("runtime", ["local", "docker"])
+def test_files_over_the_export_cap_are_never_checkpointed_and_the_next_turn_catches_up(
+    tmp_path: Path, runtime: str
+) -> None:
+    """A sparse file far over the export cap (``truncate -s``: nothing in the sandbox, all of it in
+    any copy) is not copied into a checkpoint (the cap here 1 MiB, the file 64 MiB): that turn is
+    not checkpointed; once it is gone, the next checkpoint holds every change since the last one
+    taken, and puts the files back as they were."""
+    import threading
+
+    from harness.resume.checkpoint import DIR, EpisodeCheckpoint, load
+    from harness.resume.files import DATA, LocalFiles, SandboxFiles
+    from harness.runtime.export_caps import ExportLimits
+    from harness.tasks import load_tasks
+
+    limits = ExportLimits(max_bytes=1 << 20)
+    (task,) = load_tasks(str(REPO / "tasks" / "smoke" / "fix-add"))
+    if runtime == "local":
+        from harness.runtime.local import LocalRuntime
+
+        rt: Any = LocalRuntime(limits)
+    else:
+        from harness.runtime.container import ContainerRuntime
+        from harness.runtime.engine import docker_client
+        from harness.runtime.images import ensure_sandbox_image
+
+        client = docker_client()
+        ensure_sandbox_image(client)
+        rt = ContainerRuntime(client)
+    rt.prepare(tmp_path / "run", [task])
+    out = tmp_path / "ep"
+    boxes = [rt.open(task, out, "scripted/fix-add/1")]
+    out.mkdir(exist_ok=True)  # a container's episode directory is the run's to make
+    try:
+        live = boxes[0]
+        files = LocalFiles(Path(live.workdir), limits) if runtime == "local" else SandboxFiles(live, limits)
+        files.baseline()
+        ck = EpisodeCheckpoint(out, "s", files, every=1, drain=threading.Event())
+        for turn, command in enumerate(
+            ["echo one > a.txt", "echo two > b.txt && truncate -s 64M big", "rm big && echo three >> a.txt"],
+            1,
+        ):
+            assert live.exec(command, cwd=live.workdir).exit_code == 0
+            ck.turn_done(turn, lambda t=turn: {"turn": t})
+        ck.close()
+        assert (ck.saves, ck.skipped) == (2, 1)
+        assert (out / DIR / DATA).stat().st_size < limits.max_bytes
+        found = load(out, "s")
+        assert isinstance(found, tuple) and found[0].turn == 3, found
+        want = live.exec("find . -type f | sort | xargs cat", cwd=live.workdir).output
+        boxes.append(rt.open(task, tmp_path / "fresh", "scripted/fix-add/2"))
+        fresh = boxes[1]
+        back = LocalFiles(Path(fresh.workdir)) if runtime == "local" else SandboxFiles(fresh)
+        back.restore(out / DIR, found[0].tars, found[0].paths)
+        assert (
+            "two" in want
+            and fresh.exec("find . -type f | sort | xargs cat", cwd=fresh.workdir).output == want
+        )
+    finally:
+        for box in boxes:
+            box.close()

@@ -30,7 +30,7 @@ from typing import IO, Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.resume.files import DATA, CheckpointUnusable, FileSnapshots, part_end, part_exists, snapshots_for
-from harness.runtime.export_caps import remove_tree
+from harness.runtime.export_caps import ExportLimit, remove_tree
 from harness.seam import ResumeState
 
 DIR = "checkpoint"
@@ -133,6 +133,7 @@ class EpisodeCheckpoint:
         self._journal: IO[bytes] | None = None
         self.drained = False
         self.saves = 0
+        self.skipped = 0  # turns not checkpointed: the files were over the export cap
         self.seconds = 0.0  # spent saving, this attempt
 
     @property
@@ -143,9 +144,15 @@ class EpisodeCheckpoint:
         draining = self._drain.is_set()
         if turns > self._last and (draining or (self.every and turns % self.every == 0)):
             started = time.perf_counter()
-            self._save(turns, state())
+            try:
+                self._save(turns, state())
+                self.saves += 1
+            except ExportLimit:
+                # the sandbox's files are over the export cap (a 1 TB sparse file is nothing in the
+                # sandbox and a terabyte in any copy): no checkpoint of this turn; a resume goes on
+                # from the one before, and the episode's export says what is over
+                self.skipped += 1
             self.seconds += time.perf_counter() - started
-            self.saves += 1
         if draining:
             self.drained = True
         return draining

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Protocol
 
 from harness.errors import HarnessError
-from harness.runtime.export_caps import remove_tree
+from harness.runtime.export_caps import ExportLimits, Tally, _over, remove_tree
 from harness.seam import Sandbox
 
 _STAMP = "/tmp/.harness-checkpoint-stamp"
@@ -192,8 +192,9 @@ def _kind(mode: int) -> str:
 class LocalFiles:
     """A workspace on this machine, read and written directly."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, limits: ExportLimits | None = None) -> None:
         self.root = root
+        self.limits = limits or ExportLimits()
         self._seen: dict[str, _Facts] = {}
 
     def _walk(self) -> dict[str, _Facts]:
@@ -223,6 +224,11 @@ class LocalFiles:
 
     def snapshot(self, root: Path, turn: int) -> Generation:
         now = self._walk()
+        # over the export cap: ExportLimit before a byte is read (the next snapshot, if the files
+        # shrink back, still holds every change since the last one taken)
+        tally = Tally(self.limits)
+        for path, facts in now.items():
+            tally.add(path, facts[3] if stat.S_ISREG(facts[0]) else 0)
         changed = sorted(p for p, facts in now.items() if self._seen.get(p) != facts)
         tar_name = paths_name = None
         if changed:
@@ -306,8 +312,9 @@ def _remove(path: Path) -> None:
 class SandboxFiles:
     """Any sandbox, through its verbs: ``find`` / ``tar`` inside it and one copy out per checkpoint."""
 
-    def __init__(self, sandbox: Sandbox) -> None:
+    def __init__(self, sandbox: Sandbox, limits: ExportLimits | None = None) -> None:
         self.sandbox = sandbox
+        self.limits = limits or ExportLimits()
         self.workdir = sandbox.workdir
         self._listing: bytes | None = None
         self._listing_sum: str | None = None  # the listing's cksum in the sandbox, as last copied out
@@ -339,6 +346,11 @@ class SandboxFiles:
         wd = shlex.quote(self.workdir)
         said = self._run(
             f"set -e; export LC_ALL=C; cd {wd}; touch {_STAMP}.new; rm -rf {_OUT}; mkdir -p {_OUT}; "
+            # over the export cap (files at their full size, sparse ones too): nothing copied, the
+            # stamp kept, so the next snapshot still holds every change since the last one taken
+            f"if find . -mindepth 1 -printf '%y %s\\n' | awk -v mb={self.limits.max_bytes} "
+            f"-v mf={self.limits.max_files} '{{n++; if ($1 == \"f\") b += $2}} END {{exit !(n > mf || b > mb)}}'; "
+            f"then rm -f {_STAMP}.new; echo '{_SAID} over'; exit 0; fi; "
             f"find . -mindepth 1 \\( -newer {_STAMP} -o -cnewer {_STAMP} \\) -print0 > {_OUT}/changed.list; "
             f"{self._list()} > {_OUT}/paths; "
             f"if [ -s {_OUT}/changed.list ]; then "
@@ -347,6 +359,8 @@ class SandboxFiles:
             f"if [ -e {_OUT}/changed.tar ]; then {_said('1')}; else {_said('0')}; fi",
             "saving the sandbox's changed files",
         )
+        if f"{_SAID} over" in said:
+            raise _over(self.limits, "at a checkpoint, counted in the sandbox")
         changed, listing_sum = _said_sum(said)
         if changed is False and listing_sum is not None and listing_sum == self._listing_sum:
             # nothing changed and the same paths (a copy out costs as much as the exec): no generation
@@ -413,8 +427,8 @@ def snapshots_for(sandbox: Sandbox) -> FileSnapshots:
     from harness.runtime.local import LocalSandbox
 
     if isinstance(sandbox, LocalSandbox):
-        return LocalFiles(Path(sandbox.workdir))
-    return SandboxFiles(sandbox)
+        return LocalFiles(Path(sandbox.workdir), sandbox.exports)
+    return SandboxFiles(sandbox, getattr(getattr(sandbox, "runtime", None), "exports", None))
 
 
 __all__ = [
