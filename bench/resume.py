@@ -12,9 +12,12 @@
    bench/eval_overhead.py does ((wall - LLM - tool) / turns, a replay server in its own process,
    no delay), with checkpoints on and off. Target: cost < 5% of the overhead.
 
-usage: .venv/bin/python bench/resume.py
+usage: .venv/bin/python bench/resume.py [--only interrupt|cost] [--reps N] [--runtime local|docker]
+  (--runtime: where part 2's episodes run; docker: a container's changed files through find/tar
+  in it and one copy out per checkpoint)
 """
 
+import argparse
 import signal
 import statistics
 import subprocess
@@ -85,7 +88,7 @@ def requests(tmp: Path, name: str, signo: int | None, *extra: str) -> tuple[int,
         return server.served, took
 
 
-def overhead(tmp: Path, every: int, reps: int = 3) -> tuple[list[float], list[float]]:
+def overhead(tmp: Path, every: int, reps: int = 3, runtime: str = "local") -> tuple[list[float], list[float]]:
     """(harness overhead per turn, checkpoint seconds per turn) of 30-turn episodes, one at a time."""
     steps = [
         ScriptedResponse(
@@ -104,11 +107,11 @@ def overhead(tmp: Path, every: int, reps: int = 3) -> tuple[list[float], list[fl
     ]
     per_turn, cost = [], []
     for rep in range(reps):
-        run = tmp / f"overhead-every{every}-{rep}"
+        run = tmp / f"overhead-{runtime}-every{every}-{rep}"
         with replay_process(ReplayScript(model="bench", responses=responses), tmp) as base_url:
             run_eval(
                 EvalConfig(
-                    runtime="local",
+                    runtime=runtime,  # type: ignore[arg-type]
                     models=("bench",),
                     tasks=str(FIX_ADD),
                     base_url=base_url,
@@ -126,31 +129,46 @@ def overhead(tmp: Path, every: int, reps: int = 3) -> tuple[list[float], list[fl
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description="What an interruption costs, and what checkpoints cost.")
+    parser.add_argument("--only", choices=("interrupt", "cost"), help="run one part (default: both)")
+    parser.add_argument("--reps", type=int, default=3, help="part 2: 30-turn episodes per setting")
+    parser.add_argument("--runtime", choices=("local", "docker"), default="local", help="part 2's runtime")
+    args = parser.parse_args()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        base, _ = requests(tmp, "uninterrupted", None)
-        print(f"{EPISODES} episodes x {TURNS} turns, uninterrupted: {base} model requests")
-        for name, signo, extra in (
-            ("SIGTERM, default grace (finish the turn, checkpoint)", signal.SIGTERM, ()),
-            ("kill -9 (checkpoints every turn)", signal.SIGKILL, ()),
-            ("SIGTERM before checkpoints (--stop-grace 0 --checkpoint-every 0)", signal.SIGTERM, ("--stop-grace", "0", "--checkpoint-every", "0")),
-        ):  # fmt: skip
-            n, took = requests(tmp, name.split()[0] + str(len(extra)), signo, *extra)
-            target = " (target <= 1.05)" if not extra and signo == signal.SIGTERM else ""
-            print(
-                f"  interrupted at the mid-point by {name}: {n} requests, ratio {n / base:.3f}{target}; exit {took:.1f} s after the signal"
-            )
-        on, cost = overhead(tmp, 1)
-        off, _ = overhead(tmp, 0)
+        if args.only != "cost":
+            interruptions(tmp)
+        if args.only != "interrupt":
+            cost(tmp, args.reps, args.runtime)
+
+
+def interruptions(tmp: Path) -> None:
+    base, _ = requests(tmp, "uninterrupted", None)
+    print(f"{EPISODES} episodes x {TURNS} turns, uninterrupted: {base} model requests")
+    for name, signo, extra in (
+        ("SIGTERM, default grace (finish the turn, checkpoint)", signal.SIGTERM, ()),
+        ("kill -9 (checkpoints every turn)", signal.SIGKILL, ()),
+        ("SIGTERM before checkpoints (--stop-grace 0 --checkpoint-every 0)", signal.SIGTERM, ("--stop-grace", "0", "--checkpoint-every", "0")),
+    ):  # fmt: skip
+        n, took = requests(tmp, name.split()[0] + str(len(extra)), signo, *extra)
+        target = " (target <= 1.05)" if not extra and signo == signal.SIGTERM else ""
         print(
-            f"harness overhead per turn (30-turn episodes): median {statistics.median(on) * 1e3:.1f} ms with checkpoints, "
-            f"{statistics.median(off) * 1e3:.1f} ms without"
+            f"  interrupted at the mid-point by {name}: {n} requests, ratio {n / base:.3f}{target}; exit {took:.1f} s after the signal"
         )
-        c = statistics.median(cost)
-        print(
-            f"checkpoint cost per turn (agent state + changed files): median {c * 1e3:.2f} ms = "
-            f"{100 * c / statistics.median(on):.1f}% of the overhead per turn (target < 5%)"
-        )
+
+
+def cost(tmp: Path, reps: int, runtime: str) -> None:
+    on, spent = overhead(tmp, 1, reps, runtime)
+    off, _ = overhead(tmp, 0, reps, runtime)
+    print(
+        f"harness overhead per turn (30-turn episodes, {runtime}): median {statistics.median(on) * 1e3:.1f} ms "
+        f"with checkpoints, {statistics.median(off) * 1e3:.1f} ms without"
+    )
+    c = statistics.median(spent)
+    print(
+        f"checkpoint cost per turn (agent state + changed files): median {c * 1e3:.2f} ms = "
+        f"{100 * c / statistics.median(on):.1f}% of the overhead per turn (target < 5%)"
+    )
 
 
 if __name__ == "__main__":

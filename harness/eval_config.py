@@ -118,7 +118,8 @@ class EvalConfig(BaseModel):
     force_resume: bool = Field(
         False,
         description="Resume the run directory even though its manifest differs in what changes results "
-        "(a model's checkpoint, chat template or tool-call parser, the tasks' content, the sampling); "
+        "(a model's checkpoint, chat template or tool-call parser, its server's vLLM or torch version, "
+        "the tasks' content, the sampling); "
         "run.json records what changed.",
     )
     sandbox: SandboxConfig = SandboxConfig()

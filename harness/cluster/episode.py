@@ -139,7 +139,7 @@ def run_episode(
     scratch = SCRATCH / run_id / uuid.uuid4().hex[:12]  # two tries of one episode never meet
     arms, runtime = _parts(config, run_id, SCRATCH / run_id)
     store = RunStore(scratch)
-    ctx = Rollout(config, store, arms, runtime)
+    ctx = Rollout(config, store, arms, runtime, checkpoints=False)  # the scratch goes with the attempt
     endpoint = ReplicaEndpoint(replica, *model)
     scaffold, task, seed, label = episode
     item = Pending(endpoint, scaffold, task, seed, label)

@@ -2,7 +2,8 @@
 
 Two uses of one comparison:
 - resuming a run directory: what changes results (the task set, the scaffold, a model's checkpoint,
-  chat template or tool-call parser, the sampling) must be what the run was made with, or the run
+  chat template or tool-call parser, its server's vLLM and torch, the sampling) must be what the run
+  was made with (its first invocation, or the last forced one), or the run
   would average two experiments as one (``resume_conflicts``);
 - ``harness compare``: two runs are the same experiment only with the same task set, scaffold and
   chat template (refused otherwise unless forced); other differences (vLLM or torch version,
@@ -18,7 +19,18 @@ from typing import Any, Literal
 Severity = Literal["refuse", "warn"]
 
 # What a resumed run may not change (sampling has its own check in store.py, with its flag's name).
-RESUME_REFUSES = frozenset({"task set", "scaffold", "checkpoint", "chat template", "tool-call parser"})
+# The server's vLLM and torch: versions differ in scores by points (issue 26), so one run never mixes two.
+RESUME_REFUSES = frozenset(
+    {
+        "task set",
+        "scaffold",
+        "checkpoint",
+        "chat template",
+        "tool-call parser",
+        "vLLM version",
+        "torch version",
+    }
+)
 # What makes two runs another experiment for ``harness compare``.
 COMPARE_REFUSES = frozenset({"task set", "scaffold", "chat template"})
 

@@ -139,6 +139,17 @@ class RunManifest(BaseModel):
     )
 
 
+def _server_envs(manifest: dict[str, Any]) -> dict[str, Any]:
+    """Each model's server environment (vLLM, torch) as this invocation found it, read before any
+    server starts: what an invocation ran under, whatever the run's first recorded."""
+    envs = {
+        name: {k: env.get(k) for k in ("vllm", "torch")}
+        for name, info in (manifest.get("model_info") or {}).items()
+        if isinstance(info, dict) and isinstance(env := info.get("server_env"), dict) and "vllm" in env
+    }
+    return {"server_env": envs} if envs else {}
+
+
 class RunStore:
     def __init__(self, root: Path) -> None:
         self.root = absolute(root)  # episode directories are handed to shells that start elsewhere
@@ -147,8 +158,9 @@ class RunStore:
 
     def init(self, manifest: RunManifest, *, force: bool = False) -> list[str]:
         """Create the run directory, or check that a resumed run is the same experiment; what a
-        forced resume changed (``force``: differences in checkpoint, template, parser, task content or
-        sampling are recorded instead of refused; other tasks or another scaffold never are).
+        forced resume changed (``force``: differences in checkpoint, template, parser, the server's
+        vLLM or torch, task content or sampling are recorded instead of refused; other tasks or
+        another scaffold never are). Each invocation's entry keeps its servers' vLLM and torch.
 
         Also takes the directory's eval lock (held while this store lives): a second eval on the
         same directory is refused with the first one's PID; a read-only directory is one line.
@@ -159,6 +171,7 @@ class RunStore:
         invocation = {
             "started_at": new.get("started_at"),
             "harness_commit": (new.get("harness") or {}).get("commit"),
+            **_server_envs(new),
         }
         if not path.exists():
             path.write_text(json.dumps({**new, "invocations": [invocation]}, indent=2))

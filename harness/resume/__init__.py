@@ -30,8 +30,6 @@ def with_checkpoint(
         if checkpoint.resume is not None:
             update["resumed_turns"] = checkpoint.resume.turn
         update["checkpoint_s"] = checkpoint.seconds
-        if checkpoint.off and not note:
-            note = checkpoint.off
     if note:
         update["resume_note"] = note
     return outcome.model_copy(update=update) if update else outcome

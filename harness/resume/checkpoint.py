@@ -8,8 +8,9 @@ episode's directory; an interrupted episode goes on from its last one.
                           id, event count and base state) with its hash. The last whole line whose
                           hash holds is the checkpoint: a line torn by a kill is ignored (and cut
                           off when the episode resumes)
-      gen-<turn>.tar      the sandbox's files changed since the checkpoint before (files.py)
-      paths-<turn>        every path the sandbox had then, when that set changed
+      data                appended per checkpoint (files.py): a tar of the sandbox's files changed
+                          since the checkpoint before and, when that set changed, every path the
+                          sandbox had then; a journal line names its parts by offset and length
 
 A checkpoint is taken every ``every`` turns and whenever the run is stopping (``Drain``); its state
 and files are of the same turn, so a resumed episode never sees files from a turn its agent does
@@ -28,8 +29,8 @@ from typing import IO, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from harness.resume.files import Budget, CheckpointOverCap, CheckpointUnusable, FileSnapshots, snapshots_for
-from harness.runtime.export_caps import ExportLimits, remove_tree
+from harness.resume.files import DATA, CheckpointUnusable, FileSnapshots, part_end, part_exists, snapshots_for
+from harness.runtime.export_caps import ExportLimit, remove_tree
 from harness.seam import ResumeState
 
 DIR = "checkpoint"
@@ -94,7 +95,7 @@ def load(out_dir: Path, scaffold: str) -> tuple[Marker, ResumeState, int] | str 
     if marker.scaffold != scaffold:
         return f"the checkpoint is of scaffold {marker.scaffold}, the episode runs {scaffold}"
     missing = [
-        n for n in [*marker.tars, *([marker.paths] if marker.paths else [])] if not (root / n).is_file()
+        n for n in [*marker.tars, *([marker.paths] if marker.paths else [])] if not part_exists(root, n)
     ]
     missing += [r for r in marker.requires if not (out_dir / r).exists()]
     if missing:
@@ -119,11 +120,9 @@ class EpisodeCheckpoint:
         *,
         every: int,
         drain: threading.Event,
-        limits: ExportLimits,
         resumed: tuple[Marker, ResumeState] | None = None,
     ) -> None:
         self.out_dir, self.root = out_dir, out_dir / DIR
-        self.limits = limits
         self.scaffold = scaffold
         self.files = files
         self.every = every
@@ -134,14 +133,8 @@ class EpisodeCheckpoint:
         self._journal: IO[bytes] | None = None
         self.drained = False
         self.saves = 0
+        self.skipped = 0  # turns not checkpointed: the files were over the export cap
         self.seconds = 0.0  # spent saving, this attempt
-        # the generations' bytes so far: the checkpoint as a whole stays within the export caps
-        self.stored = sum(
-            (self.root / t).stat().st_size
-            for t in (self._marker.tars if self._marker else [])
-            if (self.root / t).is_file()
-        )
-        self.off: str | None = None  # why checkpoints stopped for this attempt
 
     @property
     def resume(self) -> ResumeState | None:
@@ -149,11 +142,17 @@ class EpisodeCheckpoint:
 
     def turn_done(self, turns: int, state: Callable[[], dict[str, Any]]) -> bool:
         draining = self._drain.is_set()
-        if self.off is None and turns > self._last and (draining or (self.every and turns % self.every == 0)):
+        if turns > self._last and (draining or (self.every and turns % self.every == 0)):
             started = time.perf_counter()
-            self._save(turns, state())
+            try:
+                self._save(turns, state())
+                self.saves += 1
+            except ExportLimit:
+                # the sandbox's files are over the export cap (a 1 TB sparse file is nothing in the
+                # sandbox and a terabyte in any copy): no checkpoint of this turn; a resume goes on
+                # from the one before, and the episode's export says what is over
+                self.skipped += 1
             self.seconds += time.perf_counter() - started
-            self.saves += 1
         if draining:
             self.drained = True
         return draining
@@ -162,17 +161,7 @@ class EpisodeCheckpoint:
         if self._journal is None:
             self.root.mkdir(exist_ok=True)
             self._journal = (self.root / JOURNAL).open("ab")
-        try:
-            gen = self.files.snapshot(self.root, turns, Budget.of(self.limits, self.stored))
-        except CheckpointOverCap as exc:
-            # no checkpoint rather than a disk full of one: an interruption reruns it from turn 1
-            self.off = f"checkpoints stopped at turn {turns}: {exc}"
-            self.close()
-            remove_tree(self.root)
-            self._marker = None
-            return
-        if gen.tar:
-            self.stored += (self.root / gen.tar).stat().st_size
+        gen = self.files.snapshot(self.root, turns)
         requires = [str(r) for r in state.pop("_requires", [])]
         body = json.dumps(state).encode()
         marker = Marker(
@@ -202,13 +191,10 @@ def open_checkpoint(
     *,
     every: int,
     drain: threading.Event,
-    limits: ExportLimits | None = None,
 ) -> tuple[Any, EpisodeCheckpoint, str | None]:
     """The episode's sandbox (``sandbox_for()`` makes a fresh one from its task), with the files of
     its last checkpoint put back when it has one; its checkpoints; why a checkpoint on disk was not
-    used, if one was not. ``every`` 0: checkpoints only when the run stops gracefully. ``limits``:
-    the episode's export caps, which its checkpoint as a whole stays within."""
-    limits = limits or ExportLimits()
+    used, if one was not. ``every`` 0: checkpoints only when the run stops gracefully."""
     found = load(out_dir, scaffold)
     note = found if isinstance(found, str) else None
     if isinstance(found, tuple):
@@ -226,9 +212,7 @@ def open_checkpoint(
             resumed = (marker, state)
             return (
                 sandbox,
-                EpisodeCheckpoint(
-                    out_dir, scaffold, files, every=every, drain=drain, limits=limits, resumed=resumed
-                ),
+                EpisodeCheckpoint(out_dir, scaffold, files, every=every, drain=drain, resumed=resumed),
                 None,
             )
     if out_dir.exists():
@@ -238,7 +222,7 @@ def open_checkpoint(
     files.baseline()
     return (
         sandbox,
-        EpisodeCheckpoint(out_dir, scaffold, files, every=every, drain=drain, limits=limits),
+        EpisodeCheckpoint(out_dir, scaffold, files, every=every, drain=drain),
         (f"{note}; the episode began again from turn 1" if note else None),
     )
 
@@ -255,7 +239,13 @@ def _tidy(out_dir: Path, marker: Marker, end: int) -> None:
     root = out_dir / DIR
     with (root / JOURNAL).open("r+b") as journal:
         journal.truncate(end)
-    keep = {JOURNAL, *marker.tars, *([marker.paths] if marker.paths else [])}
+    parts = [*marker.tars, *([marker.paths] if marker.paths else [])]
+    # what a torn checkpoint appended to the data file after the last whole one: cut off
+    data_end = max((e for n in parts if (e := part_end(root, n)) is not None), default=0)
+    if (root / DATA).is_file():
+        with (root / DATA).open("r+b") as data:
+            data.truncate(data_end)
+    keep = {JOURNAL, DATA, *parts}
     for entry in root.iterdir():
         if entry.name not in keep:
             remove_tree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()

@@ -32,6 +32,11 @@ class LocalSandbox:
         self._exports = exports or ExportLimits()
 
     @property
+    def exports(self) -> ExportLimits:
+        """How much of its files may be copied (its export and its checkpoints)."""
+        return self._exports
+
+    @property
     def workdir(self) -> str:
         return str(self._workspace)
 

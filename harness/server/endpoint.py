@@ -60,7 +60,14 @@ class ExternalEndpoint:
 
     def describe(self) -> dict[str, Any]:
         """run.json's record of it: only what was asked (its checkpoint is not the harness's to see)."""
-        return {"kind": "external", "path": self.path, "served_name": self.name, "base_url": self._url}
+        from harness.provenance import scrub_url
+
+        return {
+            "kind": "external",
+            "path": self.path,
+            "served_name": self.name,
+            "base_url": scrub_url(self._url),
+        }
 
     # How long ensure_up waits for a server someone else runs to answer again before the episode
     # goes ahead anyway (and fails as infra_error if it is still down).
@@ -153,7 +160,7 @@ class ManagedEndpoint:
         """run.json's record of it: the checkpoint's identity, template and parser in force, the vLLM
         argv (the one launched, else the one planned, port left out; never the key, which travels in
         the environment) and vLLM's and torch's versions in the server's environment."""
-        from harness.provenance import describe_checkpoint, scrub_argv, server_versions
+        from harness.provenance import describe_checkpoint, scrub_argv, scrub_env, server_versions
         from harness.server.environment import server_python
         from harness.server.launch import build_launch
 
@@ -180,7 +187,7 @@ class ManagedEndpoint:
         facts |= {
             "vllm_argv": argv,
             "vllm_argv_launched": server.launch is not None,
-            "vllm_env": dict(launch.env_overrides),
+            "vllm_env": scrub_env(dict(launch.env_overrides)),
             "server_env": server_versions(str(python)),
         }
         return facts
