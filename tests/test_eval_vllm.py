@@ -108,10 +108,11 @@ def check_server_timeline(run: Path, stats: dict[str, float]) -> None:
 
 
 def start_eval(run: Path) -> subprocess.Popen[bytes]:
-    # one episode at a time: with several in flight (--concurrency auto) a graceful stop lets each
-    # finish its turn, and the resumed ones then end together, leaving none to interrupt
+    # one episode at a time, stopped at once (--stop-grace 0): a graceful stop lets the episode in
+    # flight finish its turn, which may end it, and then nothing is left for the kill to interrupt
+    # (the graceful stop has its own tests: tests/test_resume.py)
     return subprocess.Popen(
-        [*HARNESS, "eval", *ARGS, "--concurrency", "1", "--run-dir", str(run)],
+        [*HARNESS, "eval", *ARGS, "--concurrency", "1", "--stop-grace", "0", "--run-dir", str(run)],
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Protocol
 
 from harness.errors import HarnessError
-from harness.runtime.export_caps import ExportLimits, Tally, _over, remove_tree
+from harness.runtime.export_caps import ExportLimits, Tally, over_cap, remove_tree
 from harness.seam import Sandbox
 
 _STAMP = "/tmp/.harness-checkpoint-stamp"
@@ -360,7 +360,7 @@ class SandboxFiles:
             "saving the sandbox's changed files",
         )
         if f"{_SAID} over" in said:
-            raise _over(self.limits, "at a checkpoint, counted in the sandbox")
+            raise over_cap(self.limits, "at a checkpoint, counted in the sandbox")
         changed, listing_sum = _said_sum(said)
         if changed is False and listing_sum is not None and listing_sum == self._listing_sum:
             # nothing changed and the same paths (a copy out costs as much as the exec): no generation

@@ -46,7 +46,7 @@ def _size(n: int) -> str:
     return f"{n} bytes"
 
 
-def _over(limits: ExportLimits, what: str) -> ExportLimit:
+def over_cap(limits: ExportLimits, what: str) -> ExportLimit:
     return ExportLimit(
         f"the episode's files are over the export cap of {_size(limits.max_bytes)} and "
         f"{limits.max_files:,} files ({what}): they were not copied; a task that needs more can "
@@ -66,10 +66,10 @@ class Tally:
         self.files += 1
         self.bytes += size
         if self.files > self.limits.max_files:
-            raise _over(self.limits, f"more than {self.limits.max_files:,} files")
+            raise over_cap(self.limits, f"more than {self.limits.max_files:,} files")
         if self.bytes > self.limits.max_bytes:
             alone = size > self.limits.max_bytes
-            raise _over(
+            raise over_cap(
                 self.limits, f"{name} is {_size(size)}" if alone else f"{_size(self.bytes)} up to {name}"
             )
 
