@@ -130,3 +130,15 @@ def test_the_vllm_command_names_absolute_paths(tmp_path: Path, monkeypatch: pyte
     assert argv[argv.index("--model") + 1] == str(tmp_path / "base")
     assert argv[argv.index("--chat-template") + 1] == str(tmp_path / "tmpl.jinja")
     assert argv[argv.index("--lora-modules") + 1] == f"a={tmp_path / 'adapter'}"
+
+
+def test_the_callers_pytest_settings_never_reach_a_tasks_tests(tmp_path: Path) -> None:
+    """A researcher's PYTEST_ADDOPTS (or the pytest session driving the harness, with --basetemp in
+    it: a task's own pytest then cleared that directory) does not change how a task's tests run:
+    with `-k` selecting nothing, the reference solution would exit 5 and the task be invalid."""
+    task = sorted(p.name for p in (Path(__file__).resolve().parent.parent / "tasks" / "pybugs").iterdir())[0]
+    env = {**os.environ, "PYTEST_ADDOPTS": "-k no_test_is_named_this -p no:cacheprovider"}
+    done = run_harness(
+        "tasks", "verify", "pybugs", "--task", task, "--runtime", "local", env=env, cwd=tmp_path, timeout=240
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]

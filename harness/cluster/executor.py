@@ -340,18 +340,19 @@ class RayRollouts:
 
     def __init__(self, config: "EvalConfig") -> None:
         self.config = config
-        # Said once, at the start: each attempt runs in a scratch directory of its node that goes
-        # with it, so a checkpoint there could never be resumed from (cluster/episode.py).
-        console.print(
-            "note: no mid-episode checkpoints under --executor ray: an interrupted episode "
-            "begins again from turn 1",
-            highlight=False,
-        )
 
     def endpoint(self, config: "EvalConfig", model: str, run_dir: Path) -> ClusterModel:
         return ClusterModel(config, model, run_dir)
 
     def rollouts(self, ctx: "Rollout", pending: "Sequence[Pending]") -> Iterator["Finished | None"]:
+        # Said once the cluster answers (a mistake in --ray-address stays one line): each attempt
+        # runs in a scratch directory of its node that goes with it, so a checkpoint there could
+        # never be resumed from (cluster/episode.py).
+        console.print(
+            "note: no mid-episode checkpoints under --executor ray: an interrupted episode "
+            "begins again from turn 1",
+            highlight=False,
+        )
         return _cluster_rollouts(ctx, pending)
 
 

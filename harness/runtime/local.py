@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from harness.host_env import task_env
 from harness.runtime.base import SandboxConfig, SandboxPrep
 from harness.runtime.export_caps import ExportLimit, ExportLimits, check_tree, remove_tree
 from harness.runtime.procs import kill_session, own_pid_namespace
@@ -61,7 +62,7 @@ class LocalSandbox:
             proc = subprocess.Popen(
                 [*own_pid_namespace(), *argv],
                 cwd=self._path(cwd) if cwd else self._workspace,
-                env={**os.environ, **(env or {})},
+                env=task_env(env or {}),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from harness.host_env import task_env
 from harness.runtime.procs import end_reaped, end_reaped_sessions, kill_session, reaped
 from harness.tasks.fresh import (
     VerifyMode,
@@ -89,7 +90,7 @@ def _run(
     reading a pipe to its end waited for the daemon, up to the time limit (reward 0 for a pass).
     """
     workspace = Path(os.path.abspath(workspace))  # $WORKSPACE is read from inside it: absolute
-    env = {**os.environ, "WORKSPACE": str(workspace), "PYTHON": _python_with_pytest(), **extra_env}
+    env = task_env({"WORKSPACE": str(workspace), "PYTHON": _python_with_pytest(), **extra_env})
     with tempfile.TemporaryFile() as out:
         proc = subprocess.Popen(
             reaped(["bash", str(script)]),  # what it starts ends with it, even in a new session
