@@ -49,6 +49,9 @@ SOLVE = {
 
 
 def evaluate(script: list[ScriptedResponse], run_dir: Path, tasks: str = "smoke", **kw: object) -> list[dict]:
+    # One script played in arrival order: episodes one at a time, whatever --concurrency auto
+    # would pick on this machine's cores.
+    kw.setdefault("concurrency", 1)
     with ReplayServer(ReplayScript(model="scripted", responses=script)) as server:
         run_eval(
             EvalConfig(

@@ -45,6 +45,7 @@ SCRIPT = [
 
 def _eval(run: Path, runtime: str, script: list[ScriptedResponse], **kw: object) -> int:
     """The smoke suite under ``script``; the requests the model server answered."""
+    kw.setdefault("concurrency", 1)  # one script in arrival order: episodes one at a time
     with ReplayServer(ReplayScript(model="scripted", responses=script)) as server:
         run_eval(
             EvalConfig(

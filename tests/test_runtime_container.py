@@ -67,6 +67,9 @@ def containers_of(client, run: Path) -> list:  # type: ignore[no-untyped-def]
 def evaluate(
     script: list[ScriptedResponse], run: Path, tasks: str = "smoke", **kw: object
 ) -> tuple[dict[str, dict], list[dict]]:
+    # One script played in arrival order: episodes one at a time, whatever --concurrency auto
+    # would pick on this machine's cores.
+    kw.setdefault("concurrency", 1)
     with ReplayServer(ReplayScript(model="scripted", responses=script)) as server:
         run_eval(
             EvalConfig(
