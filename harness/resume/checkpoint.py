@@ -179,6 +179,9 @@ class EpisodeCheckpoint:
         self._marker, self._last = marker, turns
 
     def close(self) -> None:
+        close_files = getattr(self.files, "close", None)
+        if close_files is not None:
+            close_files()  # a watcher's connection (daemon_files.py)
         if self._journal is not None:
             self._journal.close()
             self._journal = None

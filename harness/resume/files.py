@@ -11,9 +11,12 @@ the sandbox as the task made it: a fresh sandbox is that state, so only the agen
 copied. Restoring takes each path from the latest generation that holds it (one merged tar, made
 here), removes from a fresh sandbox what the last listing lacks, and unpacks the tar there.
 
-Two ways to read a sandbox: a local one's workspace directly (a walk of lstat calls), anything else
-through the seam's verbs (``find`` and ``tar`` in the sandbox, one ``copy_out``; POSIX shell tools
-only, as root so that every file is read and owners are kept).
+Three ways to read a sandbox: a local one's workspace directly (a walk of lstat calls, tree.py); a
+container that shares a directory with the host through a watcher running in it (the same walk,
+checkpointd.py; daemon_files.py); anything else through the seam's verbs (``find`` and ``tar`` in
+the sandbox, one ``copy_out``; POSIX shell tools only, as root so that every file is read and
+owners are kept), which is also what a container falls back to when it has no Python for the
+watcher.
 """
 
 import contextlib
@@ -26,16 +29,15 @@ import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import IO, Protocol
 
 from harness.errors import HarnessError
-from harness.runtime.export_caps import ExportLimits, Tally, over_cap, remove_tree
+from harness.resume import tree
+from harness.runtime.export_caps import ExportLimits, over_cap, remove_tree
 from harness.seam import Sandbox
 
 _STAMP = "/tmp/.harness-checkpoint-stamp"
 _IN_MEMORY = 4 << 20  # a generation up to this many bytes of files is made in memory
-# What the local walk knows of a path: mode, mtime, ctime (ns), size, inode, owner, group.
-_Facts = tuple[int, int, int, int, int, int, int]
 _OUT = "/tmp/.harness-checkpoint-out"
 
 
@@ -122,16 +124,19 @@ def _open_tar(root: Path, name: str, stack: "contextlib.ExitStack") -> tarfile.T
     return stack.enter_context(tarfile.open(fileobj=f, mode="r:"))
 
 
-def _append(root: Path, data: bytes | Path) -> str:
-    """``data`` (bytes, or a file's contents) at the end of the data file; its part name. Whole in
-    the file (flushed to the kernel) before the journal line that names it is written."""
+def append_part(root: Path, data: "bytes | Path | IO[bytes]") -> str:
+    """``data`` (bytes, a file's contents, or what is left to read of an open file) at the end of
+    the data file; its part name. Whole in the file (flushed to the kernel) before the journal line
+    that names it is written."""
     with (root / DATA).open("ab") as out:
         start = out.tell()
         if isinstance(data, Path):
             with data.open("rb") as src:
                 shutil.copyfileobj(src, out, 1 << 20)
-        else:
+        elif isinstance(data, bytes):
             out.write(data)
+        else:
+            shutil.copyfileobj(data, out, 1 << 20)
         end = out.tell()
     return f"{DATA}@{start}+{end - start}"
 
@@ -185,39 +190,16 @@ def _listing_bytes(entries: "dict[str, str]") -> bytes:
     )
 
 
-def _kind(mode: int) -> str:
-    return "d" if stat.S_ISDIR(mode) else "l" if stat.S_ISLNK(mode) else "f" if stat.S_ISREG(mode) else "o"
-
-
 class LocalFiles:
     """A workspace on this machine, read and written directly."""
 
     def __init__(self, root: Path, limits: ExportLimits | None = None) -> None:
         self.root = root
         self.limits = limits or ExportLimits()
-        self._seen: dict[str, _Facts] = {}
+        self._seen: dict[str, tree.Facts] = {}
 
-    def _walk(self) -> dict[str, _Facts]:
-        found: dict[str, _Facts] = {}
-        stack = [""]
-        while stack:
-            rel = stack.pop()
-            try:
-                entries = list(os.scandir(self.root / rel if rel else self.root))
-            except OSError:
-                continue  # gone meanwhile, or unreadable: what the agent did to it
-            for entry in entries:
-                path = f"{rel}/{entry.name}" if rel else entry.name
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                found[path] = (
-                    st.st_mode, st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_uid, st.st_gid
-                )  # fmt: skip
-                if stat.S_ISDIR(st.st_mode):
-                    stack.append(path)
-        return found
+    def _walk(self) -> "dict[str, tree.Facts]":
+        return tree.walk(str(self.root))
 
     def baseline(self) -> None:
         self._seen = self._walk()
@@ -226,10 +208,10 @@ class LocalFiles:
         now = self._walk()
         # over the export cap: ExportLimit before a byte is read (the next snapshot, if the files
         # shrink back, still holds every change since the last one taken)
-        tally = Tally(self.limits)
-        for path, facts in now.items():
-            tally.add(path, facts[3] if stat.S_ISREG(facts[0]) else 0)
-        changed = sorted(p for p, facts in now.items() if self._seen.get(p) != facts)
+        why = tree.over_caps(now, self.limits.max_bytes, self.limits.max_files)
+        if why is not None:
+            raise over_cap(self.limits, why)
+        changed = tree.changed(self._seen, now)
         tar_name = paths_name = None
         if changed:
             size = sum(now[p][3] for p in changed if stat.S_ISREG(now[p][0]))
@@ -238,42 +220,17 @@ class LocalFiles:
             if size <= _IN_MEMORY:
                 buf = io.BytesIO()
                 with tarfile.open(fileobj=buf, mode="w") as tar:
-                    self._add(tar, changed, now)
-                tar_name = _append(root, buf.getvalue())
+                    tree.add_changed(tar, str(self.root), changed, now)
+                tar_name = append_part(root, buf.getvalue())
             else:
                 with tempfile.TemporaryDirectory(prefix="harness-generation-", dir=root) as tmp:
                     with tarfile.open(Path(tmp) / "gen.tar", "w") as tar:
-                        self._add(tar, changed, now)
-                    tar_name = _append(root, Path(tmp) / "gen.tar")
+                        tree.add_changed(tar, str(self.root), changed, now)
+                    tar_name = append_part(root, Path(tmp) / "gen.tar")
         if now.keys() != self._seen.keys():
-            paths_name = _append(root, _listing_bytes({p: _kind(f[0]) for p, f in now.items()}))
+            paths_name = append_part(root, tree.listing(now))
         self._seen = now
         return Generation(tar_name, paths_name)
-
-    def _add(self, tar: tarfile.TarFile, changed: list[str], now: dict[str, _Facts]) -> None:
-        """``changed`` into ``tar``, each entry's header from the walk's lstat (no second lstat, no
-        user or group name looked up: the numeric owner is what a restore sets)."""
-        for path in changed:
-            mode, mtime_ns, _, _, _, uid, gid = now[path]
-            info = tarfile.TarInfo(path)
-            info.mode, info.uid, info.gid = stat.S_IMODE(mode), uid, gid
-            info.mtime = mtime_ns / 1e9
-            try:
-                if stat.S_ISREG(mode):
-                    with open(self.root / path, "rb") as src:
-                        # its size now: a file still growing is cut where it stood, never torn
-                        info.size = os.fstat(src.fileno()).st_size
-                        tar.addfile(info, src)
-                elif stat.S_ISDIR(mode):
-                    info.type = tarfile.DIRTYPE
-                    tar.addfile(info)
-                elif stat.S_ISLNK(mode):
-                    info.type, info.linkname = tarfile.SYMTYPE, os.readlink(self.root / path)
-                    tar.addfile(info)
-                else:  # a FIFO, a device: as tar itself records them
-                    tar.add(self.root / path, arcname=path, recursive=False)
-            except OSError:
-                continue  # removed between the walk and here: the listing says so next time
 
     def restore(self, root: Path, tars: list[str], paths: str | None) -> None:
         final = read_paths(root, paths) if paths is not None else None
@@ -284,7 +241,7 @@ class LocalFiles:
                 present = self._walk()
                 # deepest first: a directory's contents before the directory
                 for path in sorted(present, key=lambda p: -p.count("/")):
-                    if final.get(path) != _kind(present[path][0]):
+                    if final.get(path) != tree.kind(present[path][0]):
                         _remove(self.root / path)
             try:
                 with tarfile.open(merged) as tar:
@@ -351,7 +308,9 @@ class SandboxFiles:
             f"if find . -mindepth 1 -printf '%y %s\\n' | awk -v mb={self.limits.max_bytes} "
             f"-v mf={self.limits.max_files} '{{n++; if ($1 == \"f\") b += $2}} END {{exit !(n > mf || b > mb)}}'; "
             f"then rm -f {_STAMP}.new; echo '{_SAID} over'; exit 0; fi; "
-            f"find . -mindepth 1 \\( -newer {_STAMP} -o -cnewer {_STAMP} \\) -print0 > {_OUT}/changed.list; "
+            # no stamp (the in-container watcher was lost, daemon_files.py): every path, once
+            f"if [ -e {_STAMP} ]; then find . -mindepth 1 \\( -newer {_STAMP} -o -cnewer {_STAMP} \\) -print0; "
+            f"else find . -mindepth 1 -print0; fi > {_OUT}/changed.list; "
             f"{self._list()} > {_OUT}/paths; "
             f"if [ -s {_OUT}/changed.list ]; then "
             f"tar -cf {_OUT}/changed.tar --null --no-recursion -T {_OUT}/changed.list; fi; "
@@ -373,14 +332,19 @@ class SandboxFiles:
                 raise CheckpointUnusable("the sandbox's changed files did not come out")
             tar_name = paths_name = None
             if (out / "changed.tar").is_file():
-                tar_name = _append(root, out / "changed.tar")
+                tar_name = append_part(root, out / "changed.tar")
             listing = (out / "paths").read_bytes()
             if listing != self._listing:
-                paths_name = _append(root, listing)
+                paths_name = append_part(root, listing)
                 self._listing = listing
         return Generation(tar_name, paths_name)
 
     def restore(self, root: Path, tars: list[str], paths: str | None) -> None:
+        self.put_back(root, tars, paths)
+        self.baseline()
+
+    def put_back(self, root: Path, tars: list[str], paths: str | None) -> None:
+        """The checkpoint's files into the (fresh) sandbox: one copy in, one exec."""
         final = read_paths(root, paths) if paths is not None else None
         with tempfile.TemporaryDirectory(prefix="harness-restore-") as tmp:
             stage = Path(tmp) / "stage"
@@ -401,7 +365,6 @@ class SandboxFiles:
             f"set -e; export LC_ALL=C; cd {wd}; {prune}tar -xpf {_OUT}/merged.tar; rm -rf {_OUT}",
             "putting the checkpoint's files back",
         )
-        self.baseline()
 
 
 _SAID = "harness-checkpoint"
@@ -424,11 +387,18 @@ def _said_sum(output: str) -> tuple[bool | None, str | None]:
 
 
 def snapshots_for(sandbox: Sandbox) -> FileSnapshots:
+    """A local workspace read directly; a container with a shared directory through the watcher
+    inside it; any other sandbox through its verbs."""
+    from harness.resume.daemon_files import DaemonFiles
+    from harness.runtime.container import ContainerSandbox
     from harness.runtime.local import LocalSandbox
 
     if isinstance(sandbox, LocalSandbox):
         return LocalFiles(Path(sandbox.workdir), sandbox.exports)
-    return SandboxFiles(sandbox, getattr(getattr(sandbox, "runtime", None), "exports", None))
+    limits = getattr(getattr(sandbox, "runtime", None), "exports", None)
+    if isinstance(sandbox, ContainerSandbox) and sandbox.channel is not None:
+        return DaemonFiles(sandbox, limits)
+    return SandboxFiles(sandbox, limits)
 
 
 __all__ = [
@@ -437,6 +407,7 @@ __all__ = [
     "FileSnapshots",
     "LocalFiles",
     "SandboxFiles",
+    "append_part",
     "part_end",
     "part_exists",
     "snapshots_for",

@@ -1,0 +1,132 @@
+"""What changed in a directory tree since the last look, as a tar: the one walk behind every file
+checkpoint.
+
+Standard library only, and Python 3.6 syntax: the same file runs on the host (a local workspace,
+files.LocalFiles) and inside an episode's container (checkpointd.py, under whatever Python the
+image has), so that both take a checkpoint by the same rules.
+
+A path's facts are what lstat says of it (mode, mtime and ctime in ns, size, inode, owner, group):
+a path is changed when any of them moved, which catches an edit that keeps the size and an mtime set
+back by ``touch -d``/``cp -p`` (its ctime still moves). Only the tree's own entries are looked at;
+a link is recorded as a link, never followed.
+"""
+
+import os
+import stat
+import tarfile
+import typing
+
+# mode, mtime_ns, ctime_ns, size, inode, uid, gid (annotations are strings: never evaluated, so an
+# old Python reads them as it reads a comment)
+if typing.TYPE_CHECKING:  # subscripting tuple is 3.9's: never evaluated here
+    Facts = tuple[int, int, int, int, int, int, int]
+
+
+def walk(root: "str") -> "dict[str, Facts]":
+    """Every entry under ``root`` (relative paths, '/'-separated) -> its facts. Entries that vanish
+    or cannot be read meanwhile are left out: that is what the agent did to them."""
+    found = {}
+    stack = [""]
+    while stack:
+        rel = stack.pop()
+        try:
+            entries = list(os.scandir(os.path.join(root, rel) if rel else root))
+        except OSError:
+            continue
+        for entry in entries:
+            path = rel + "/" + entry.name if rel else entry.name
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            found[path] = (
+                st.st_mode, st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_uid, st.st_gid
+            )  # fmt: skip
+            if stat.S_ISDIR(st.st_mode):
+                stack.append(path)
+    return found
+
+
+def kind(mode: "int") -> "str":
+    """A listing's type letter: d, l, f, or o for anything else."""
+    if stat.S_ISDIR(mode):
+        return "d"
+    if stat.S_ISLNK(mode):
+        return "l"
+    return "f" if stat.S_ISREG(mode) else "o"
+
+
+def over_caps(now: "dict[str, Facts]", max_bytes: "int", max_files: "int") -> "str | None":
+    """Why the tree is over the caps (regular files at their full size, sparse ones too), or None."""
+    if len(now) > max_files:
+        return f"more than {max_files:,} files"
+    total = 0
+    for path in sorted(now):
+        facts = now[path]
+        if stat.S_ISREG(facts[0]):
+            total += facts[3]
+            if total > max_bytes:
+                if facts[3] > max_bytes:
+                    return f"{path} is {facts[3]:,} bytes"
+                return f"{total:,} bytes up to {path}"
+    return None
+
+
+def changed(seen: "dict[str, Facts]", now: "dict[str, Facts]") -> "list[str]":
+    """The paths whose facts differ from ``seen`` (new ones included), sorted."""
+    return sorted(p for p, facts in now.items() if seen.get(p) != facts)
+
+
+def listing(now: "dict[str, Facts]") -> "bytes":
+    """Every path present, as ``TYPE PATH`` entries, NUL-terminated, sorted by path."""
+    return b"".join(
+        (kind(now[p][0]) + " " + p).encode("utf-8", "surrogateescape") + b"\0" for p in sorted(now)
+    )
+
+
+def add_changed(tar: "tarfile.TarFile", root: "str", paths: "list[str]", now: "dict[str, Facts]") -> "None":
+    """``paths`` into ``tar``, each entry's header from the walk's facts (no second lstat, no user or
+    group name looked up: the numeric owner is what a restore sets). A regular file is opened
+    without following a link (one swapped in since the walk is skipped, never read through) and
+    cut at its size then: a file still growing is never torn."""
+    for path in paths:
+        mode, mtime_ns, _, _, _, uid, gid = now[path]
+        full = os.path.join(root, path)
+        info = tarfile.TarInfo(path)
+        info.mode, info.uid, info.gid = stat.S_IMODE(mode), uid, gid
+        info.mtime = mtime_ns / 1e9
+        try:
+            if stat.S_ISREG(mode):
+                fd = os.open(full, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+                with os.fdopen(fd, "rb") as src:
+                    st = os.fstat(fd)
+                    if not stat.S_ISREG(st.st_mode):
+                        continue  # a FIFO or device put in its place: the listing says so next time
+                    info.size = st.st_size
+                    tar.addfile(info, _Exactly(src, st.st_size))
+            elif stat.S_ISDIR(mode):
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            elif stat.S_ISLNK(mode):
+                info.type, info.linkname = tarfile.SYMTYPE, os.readlink(full)
+                tar.addfile(info)
+            else:  # a FIFO, a device: as tar itself records them
+                tar.add(full, arcname=path, recursive=False)
+        except OSError:
+            continue  # removed between the walk and here: the listing says so next time
+
+
+class _Exactly:
+    """A file read as exactly ``size`` bytes: one cut short meanwhile is padded with zeros, so the tar
+    stays whole (its header already promised the size)."""
+
+    def __init__(self, src: "typing.BinaryIO", size: "int") -> "None":
+        self._src, self._left = src, size
+
+    def read(self, n: "int | None" = -1) -> "bytes":
+        n = self._left if n is None or n < 0 else min(n, self._left)
+        data = self._src.read(n) if n else b""
+        if len(data) < n:
+            data += b"\0" * (n - len(data))
+        self._left -= n
+        return data
