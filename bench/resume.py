@@ -33,6 +33,7 @@ from eval_overhead import FIX_ADD, replay_process, tool_seconds
 from harness.evaluate import EvalConfig, run_eval
 from harness.replay import ReplayScript, ReplayServer, ScriptedCall, ScriptedResponse
 from harness.results.store import RunStore
+from harness.resume.checkpoint import EpisodeCheckpoint
 
 REPO = Path(__file__).resolve().parent.parent
 EPISODES, TURNS = 8, 20
@@ -159,7 +160,17 @@ def interruptions(tmp: Path) -> None:
 
 
 def cost(tmp: Path, reps: int, runtime: str) -> None:
+    # the time spent saving, also beside the episode (no record holds it): read as each closes
+    saving: list[float] = []
+    close = EpisodeCheckpoint.close
+
+    def closing(self: EpisodeCheckpoint) -> None:
+        close(self)
+        saving.append(self.save_seconds / max(self.saves + self.skipped, 1))
+
+    EpisodeCheckpoint.close = closing  # type: ignore[method-assign]
     overhead(tmp / "warm-up", 1, 1, runtime)  # imports and first-use costs, paid by neither setting
+    saving.clear()
     on: list[float] = []
     off: list[float] = []
     spent: list[float] = []
@@ -178,6 +189,10 @@ def cost(tmp: Path, reps: int, runtime: str) -> None:
         f"checkpoint cost per turn (agent state + changed files, timed where the episode waits for it): "
         f"median {c * 1e3:.2f} ms = {100 * c / statistics.median(off):.1f}% of the overhead per turn "
         "without checkpoints (target < 5%)"
+    )
+    print(
+        f"  saving a checkpoint takes {statistics.median(saving) * 1e3:.2f} ms (median of the episodes' means), "
+        "most of it while the model answers the next call, beside the episode"
     )
 
 

@@ -264,6 +264,8 @@ def _attempt(
         ctx.untrack(item.key)
         # the final files exported, the sandbox kept for verification (a stopped episode: not
         # recorded, it goes on from its checkpoint next time; nothing to export)
+        if checkpoint is not None:
+            checkpoint.finish_saves()  # while the sandbox still runs
         too_big = None if ended_stopped else _finish(sandbox)
     outcome = with_checkpoint(outcome, checkpoint, ctx.resume_notes.get(item.key))
     if too_big is not None:  # the agent's doing: scored, and not run again

@@ -53,6 +53,13 @@ class Checkpointing(Protocol):
         True: the run is stopping; end the episode now (its outcome says ``stopped``)."""
         ...
 
+    def before_tools(self) -> None:
+        """The model has answered and its tools are about to run. A runner that calls this before
+        every tool call of every turn lets the sandbox's files of a checkpoint be saved while the
+        model thinks (off the episode's path); one that never calls it gets them saved within
+        ``turn_done``. Raises what the save raised."""
+        ...
+
 
 class EpisodeSpec(BaseModel):
     """One episode: which task, seed, model and scaffold, with what limits, writing where."""

@@ -127,6 +127,7 @@ def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[A
         ("mini-swe-agent", "local", "SIGTERM"),
         ("openhands-codeact", "docker", "SIGTERM"),
         ("openhands-codeact", "docker", "SIGKILL"),
+        ("mini-swe-agent", "docker", "SIGKILL"),
     ],
 )
 def test_an_interrupted_episode_resumes_where_it_was_and_ends_as_an_uninterrupted_one(
@@ -358,6 +359,104 @@ def test_a_container_turn_that_changed_nothing_copies_nothing_out(tmp_path: Path
         live.close()
         if fresh is not None:
             fresh.close()
+
+
+def _count_execs(container: Any) -> list[tuple[Any, ...]]:
+    """The execs made in ``container`` from now on (each one's arguments), by any of the engine
+    client's ways (exec_run and the sandbox's streamed exec both create one through its API)."""
+    execs: list[tuple[Any, ...]] = []
+    api = container.client.api
+    exec_create = api.exec_create
+
+    def counted(target: Any, cmd: Any, *a: Any, **k: Any) -> Any:
+        if target in (container.id, container.name):
+            execs.append((cmd,))
+        return exec_create(target, cmd, *a, **k)
+
+    api.exec_create = counted
+    return execs
+
+
+def test_a_container_checkpoint_is_taken_by_its_watcher_without_an_exec_and_survives_losing_it(
+    tmp_path: Path,
+) -> None:
+    """A checkpoint of a container is a request to the watcher inside it (no exec, no copy out:
+    each cost ~100 ms a turn with podman). The watcher killed (a root agent can) is started again
+    and its next generation holds every path; an image without any Python falls back to the
+    verbs. Each way, a fresh container restored from the generations has the same files."""
+    from harness.resume.daemon_files import SOCKET, DaemonFiles
+    from harness.resume.files import _open_tar
+    from harness.runtime.container import ContainerRuntime
+    from harness.runtime.engine import docker_client
+    from harness.runtime.images import ensure_sandbox_image
+    from harness.tasks import load_tasks
+
+    client = docker_client()
+    ensure_sandbox_image(client)
+    (task,) = load_tasks(str(REPO / "tasks" / "smoke" / "fix-add"))
+    runtime = ContainerRuntime(client)
+    runtime.prepare(tmp_path / "run", [task])
+    opened = []
+
+    def sandbox(n: int) -> Any:
+        box = runtime.open(task, tmp_path / f"ep{n}", f"scripted/fix-add/{n}")
+        opened.append(box)
+        return box
+
+    def members(root: Path, name: str) -> set[str]:
+        import contextlib
+
+        with contextlib.ExitStack() as stack:
+            return set(_open_tar(root, name, stack).getnames())
+
+    try:
+        for n, python in ((1, True), (2, False)):
+            live = sandbox(2 * n)
+            if not python:  # no Python anywhere in the image: the watcher cannot run
+                gone = live.exec(
+                    'for p in "$HARNESS_AGENT_PYTHON" $(command -v python3 python); do rm -f "$p"; done; '
+                    "command -v python3 python || true",
+                    user="root",
+                )
+                assert gone.output.strip() == "", gone.output
+            execs = _count_execs(live.container)
+            checkpoint = tmp_path / f"ck{n}"
+            checkpoint.mkdir()
+            files = DaemonFiles(live)
+            files.baseline()
+            assert (live.channel / SOCKET).exists() is python
+            tars, paths = [], None
+            for turn, command in enumerate(
+                ["echo one > notes.txt", "true", "rm notes.txt && mkdir d && echo x > d/f", "true", "KILL",
+                 "echo two >> d/f"], 1
+            ):  # fmt: skip
+                if command == "KILL":
+                    live.exec("pkill -9 -f checkpointd.py || true", user="root")
+                    continue
+                assert live.exec(command, cwd=live.workdir).exit_code == 0
+                before = len(execs)
+                gen = files.snapshot(checkpoint, turn)
+                if python:
+                    # one exec only after the kill (the watcher started again), none otherwise
+                    assert len(execs) - before == (1 if turn == 6 else 0), (turn, execs[before:])
+                if command == "true":
+                    assert (gen.tar, gen.paths) == (None, None), turn
+                else:
+                    assert gen.tar, turn
+                if python and turn == 6:  # a new watcher knows nothing of what was saved: all of it
+                    assert {"calc.py", "d", "d/f"} <= members(checkpoint, gen.tar) and gen.paths
+                tars += [gen.tar] if gen.tar else []
+                paths = gen.paths or paths
+            want = live.exec("find . -exec stat -c '%n %s %a' {} + | sort", cwd=live.workdir).output
+            fresh = sandbox(2 * n + 1)
+            DaemonFiles(fresh).restore(checkpoint, tars, paths)
+            assert fresh.exec("find . -exec stat -c '%n %s %a' {} + | sort", cwd=fresh.workdir).output == want
+            assert "notes.txt" not in want and "./d/f" in want
+            files.close()
+    finally:
+        vars(client.api).pop("exec_create", None)  # the client is shared: its own method again
+        for box in opened:
+            box.close()
 
 
 def test_a_torn_append_to_the_data_file_is_cut_off_and_the_last_whole_checkpoint_restores(

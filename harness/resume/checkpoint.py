@@ -18,6 +18,7 @@ not remember. A checkpoint that cannot be restored (corrupt, missing, refused by
 runner) is set aside: the episode begins again from turn 1 and its record says why (``resume_note``).
 """
 
+import concurrent.futures
 import contextlib
 import hashlib
 import json
@@ -134,7 +135,12 @@ class EpisodeCheckpoint:
         self.drained = False
         self.saves = 0
         self.skipped = 0  # turns not checkpointed: the files were over the export cap
-        self.seconds = 0.0  # spent saving, this attempt
+        self.seconds = 0.0  # the episode's wait for its checkpoints, this attempt
+        self.save_seconds = 0.0  # spent saving them, on the episode's path or beside it
+        # the sandbox's files saved beside the episode once its runner is seen to call before_tools
+        self._overlap = False
+        self._pending: concurrent.futures.Future[None] | None = None
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
 
     @property
     def resume(self) -> ResumeState | None:
@@ -144,26 +150,58 @@ class EpisodeCheckpoint:
         draining = self._drain.is_set()
         if turns > self._last and (draining or (self.every and turns % self.every == 0)):
             started = time.perf_counter()
-            try:
-                self._save(turns, state())
-                self.saves += 1
-            except ExportLimit:
-                # the sandbox's files are over the export cap (a 1 TB sparse file is nothing in the
-                # sandbox and a terabyte in any copy): no checkpoint of this turn; a resume goes on
-                # from the one before, and the episode's export says what is over
-                self.skipped += 1
+            self._settle()  # the checkpoint before, whole first: generations are appended in order
+            # the runner's state now, as JSON: it is the runner's live data, changed by the next turn
+            st = state()
+            requires = [str(r) for r in st.pop("_requires", [])]
+            body = json.dumps(st).encode()
+            self._last = turns
+            if draining or not self._overlap:
+                self._save_counted(turns, body, requires)
+            else:
+                # the files while the model thinks: no tool runs before before_tools() has waited
+                self._pending = self._saver().submit(self._save_counted, turns, body, requires)
             self.seconds += time.perf_counter() - started
         if draining:
             self.drained = True
         return draining
 
-    def _save(self, turns: int, state: dict[str, Any]) -> None:
+    def before_tools(self) -> None:
+        self._overlap = True
+        if self._pending is not None:
+            started = time.perf_counter()
+            self._settle()
+            self.seconds += time.perf_counter() - started
+
+    def _saver(self) -> concurrent.futures.ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="checkpoint")
+        return self._pool
+
+    def _settle(self) -> None:
+        """The save in the background, done (what it raised, raised here)."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+    def _save_counted(self, turns: int, body: bytes, requires: list[str]) -> None:
+        started = time.perf_counter()
+        try:
+            self._save(turns, body, requires)
+            self.saves += 1
+        except ExportLimit:
+            # the sandbox's files are over the export cap (a 1 TB sparse file is nothing in the
+            # sandbox and a terabyte in any copy): no checkpoint of this turn; a resume goes on
+            # from the one before, and the episode's export says what is over
+            self.skipped += 1
+        finally:
+            self.save_seconds += time.perf_counter() - started
+
+    def _save(self, turns: int, body: bytes, requires: list[str]) -> None:
         if self._journal is None:
             self.root.mkdir(exist_ok=True)
             self._journal = (self.root / JOURNAL).open("ab")
         gen = self.files.snapshot(self.root, turns)
-        requires = [str(r) for r in state.pop("_requires", [])]
-        body = json.dumps(state).encode()
         marker = Marker(
             scaffold=self.scaffold,
             turn=turns,
@@ -176,9 +214,19 @@ class EpisodeCheckpoint:
         # the generation is whole on disk before the line that names it; the line is the commit
         self._journal.write(marker.model_dump_json().encode() + b"\t" + body + b"\n")
         self._journal.flush()
-        self._marker, self._last = marker, turns
+        self._marker = marker
+
+    def finish_saves(self) -> None:
+        """The episode's last save done, before its sandbox stops (the episode has ended: a save
+        that failed now costs nothing but a resume from the one before, which it no longer needs)."""
+        with contextlib.suppress(Exception):
+            self._settle()
 
     def close(self) -> None:
+        self.finish_saves()
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
         close_files = getattr(self.files, "close", None)
         if close_files is not None:
             close_files()  # a watcher's connection (daemon_files.py)

@@ -110,6 +110,8 @@ class HarnessAgent(DefaultAgent):
         return {"messages": self.messages}
 
     def execute_actions(self, message: dict[str, Any]) -> list[dict[str, Any]]:
+        if self._checkpoint is not None:
+            self._checkpoint.before_tools()  # the last checkpoint's files saved before they change
         try:
             return list(super().execute_actions(message))
         except Interrupted as why:

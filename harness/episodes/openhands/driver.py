@@ -96,9 +96,13 @@ def run_sdk_episode(
     conv: Any = None
     drained = threading.Event()  # paused for the run's graceful stop, after a checkpoint
 
+    from openhands.sdk.event import ActionEvent  # after sdk.py has set the SDK's environment up
+
     def on_event(event: Any) -> None:
         if sandbox_failure is not None and sandbox_failure() is not None and conv is not None:
             conv.pause()  # the SDK made the tool's failure an observation; the episode is over
+        if checkpoint is not None and isinstance(event, ActionEvent):
+            checkpoint.before_tools()  # the SDK emits an action before it runs it
         for turn in assembler.feed(event.model_dump(mode="json")):
             turns.append(turn)
             if detector.feed(turn) is not None and stop_on_loop and conv is not None:

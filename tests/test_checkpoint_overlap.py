@@ -1,0 +1,121 @@
+"""A checkpoint's files saved while the model thinks: off the episode's path for a runner that calls
+``before_tools``, never overlapping a tool, and within ``turn_done`` for one that does not."""
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.resume.checkpoint import DIR, JOURNAL, EpisodeCheckpoint, load
+from harness.resume.files import Generation, LocalFiles
+
+
+class SlowFiles:
+    """A real workspace's snapshots, each taking ``delay`` seconds longer (a large tree, a slow disk)."""
+
+    def __init__(self, root: Path, delay: float, fail: bool = False) -> None:
+        self.files = LocalFiles(root)
+        self.delay, self.fail = delay, fail
+        self.started = threading.Event()
+
+    def baseline(self) -> None:
+        self.files.baseline()
+
+    def snapshot(self, root: Path, turn: int) -> Generation:
+        self.started.set()
+        time.sleep(self.delay)
+        if self.fail:
+            raise OSError(28, "No space left on device")
+        return self.files.snapshot(root, turn)
+
+    def restore(self, root: Path, tars: list[str], paths: str | None) -> None:
+        self.files.restore(root, tars, paths)
+
+
+def checkpoint(tmp_path: Path, files: SlowFiles, drain: threading.Event | None = None) -> EpisodeCheckpoint:
+    files.baseline()
+    return EpisodeCheckpoint(
+        tmp_path / "ep", "openhands-codeact", files, every=1, drain=drain or threading.Event()
+    )  # type: ignore[arg-type]
+
+
+def lines(tmp_path: Path) -> list[dict[str, Any]]:
+    journal = tmp_path / "ep" / DIR / JOURNAL
+    if not journal.exists():
+        return []
+    return [json.loads(line.split(b"\t", 1)[1]) for line in journal.read_bytes().splitlines()]
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("a\n")
+    (tmp_path / "ep").mkdir()
+    return ws
+
+
+def test_a_runner_that_calls_before_tools_does_not_wait_for_the_files(
+    tmp_path: Path, workspace: Path
+) -> None:
+    files = SlowFiles(workspace, delay=0.5)
+    ck = checkpoint(tmp_path, files)
+    messages = [{"role": "user", "content": "go"}]
+    ck.before_tools()  # the runner's first tool call: it calls before_tools, so saves may overlap
+    (workspace / "a.txt").write_text("turn 1\n")
+    started = time.monotonic()
+    assert ck.turn_done(1, lambda: {"messages": messages}) is False
+    assert time.monotonic() - started < 0.3  # the files are saved beside the episode
+    messages.append({"role": "assistant", "content": "next"})  # the runner's next turn begins
+    assert files.started.wait(5)
+    time.sleep(0.4)  # the model thinks
+    ck.before_tools()  # the tool may not change a file before the save has read it
+    assert time.monotonic() - started >= 0.5
+    # the checkpoint is the turn's: its state as it was at turn_done, its files as the turn left them
+    assert lines(tmp_path) == [{"messages": [{"role": "user", "content": "go"}]}]
+    (workspace / "a.txt").write_text("turn 2\n")
+    ck.close()
+    marker, state, _ = load(tmp_path / "ep", "openhands-codeact")  # type: ignore[misc]
+    assert marker.turn == 1 and state.state == {"messages": [{"role": "user", "content": "go"}]}
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    (fresh / "a.txt").write_text("a\n")
+    LocalFiles(fresh).restore(tmp_path / "ep" / DIR, marker.tars, marker.paths)
+    assert (fresh / "a.txt").read_text() == "turn 1\n"
+    assert ck.seconds < 0.5 * ck.save_seconds  # what the episode waited: the save less the thinking
+
+
+def test_a_runner_that_never_calls_before_tools_has_its_files_saved_within_turn_done(
+    tmp_path: Path, workspace: Path
+) -> None:
+    files = SlowFiles(workspace, delay=0.3)
+    ck = checkpoint(tmp_path, files)
+    started = time.monotonic()
+    ck.turn_done(1, lambda: {"n": 1})
+    assert time.monotonic() - started >= 0.3
+    assert lines(tmp_path) == [{"n": 1}]  # whole when turn_done returns
+    ck.close()
+
+
+def test_a_graceful_stop_saves_at_once_and_a_failed_save_surfaces_before_the_next_tool(
+    tmp_path: Path, workspace: Path
+) -> None:
+    drain = threading.Event()
+    ck = checkpoint(tmp_path, SlowFiles(workspace, delay=0.2), drain)
+    ck.before_tools()
+    ck.turn_done(1, lambda: {"n": 1})
+    drain.set()
+    assert ck.turn_done(2, lambda: {"n": 2}) is True  # the run is stopping: end the episode now
+    assert lines(tmp_path) == [{"n": 1}, {"n": 2}]  # both saved, in order, before it returned
+    ck.close()
+
+    failing = checkpoint(tmp_path / "f", SlowFiles(workspace, delay=0.05, fail=True))
+    (tmp_path / "f" / "ep").mkdir(parents=True, exist_ok=True)
+    failing.before_tools()
+    failing.turn_done(1, lambda: {"n": 1})
+    with pytest.raises(OSError, match="No space left"):
+        failing.before_tools()  # the runner's thread hears of it, as it would have in turn_done
+    failing.close()
