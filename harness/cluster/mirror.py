@@ -199,8 +199,8 @@ class Mirror:
                 try:
                     # read under the lock: a new attempt's reset (attach) never meets half a read
                     shipment = self._shipment(*ends)
-                except OSError:
-                    shipment = None  # gone meanwhile (a new attempt tidied it): the next commit ships it
+                except Exception:  # gone meanwhile (a new attempt tidied it): the next commit ships it
+                    shipment = None  # (and this thread lives on: close() waits for it)
             try:
                 if shipment is not None:
                     ray.get(self._mailbox.put.remote(shipment))
