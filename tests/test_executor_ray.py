@@ -228,6 +228,64 @@ def test_a_ray_episode_checkpoints_on_the_driver_and_a_rerun_resumes_it(
     assert not (run / "episodes" / "scripted" / "hello-file" / "seed1" / "checkpoint").exists()  # done with
 
 
+def test_checkpoints_reach_the_driver_as_tails_with_the_journal_line_last(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Four checkpoints of an episode in a node's scratch directory, shipped through a real mailbox
+    actor: each shipment holds only what the checkpoint appended to the data file and journal and
+    the new bytes of a record that grew (a rewritten file whole, the sandbox's files never), the
+    journal's piece last; written on the driver, they make the same checkpoint, loadable there."""
+    from harness.cluster.mirror import Mailbox, Mirror, write_shipment
+    from harness.resume.checkpoint import DIR, EpisodeCheckpoint, load
+    from harness.resume.files import DATA, LocalFiles
+
+    rel = "episodes/m/t/seed1"
+    edir, driver = tmp_path / "scratch" / rel, tmp_path / "driver"
+    workspace = edir / "workspace"
+    workspace.mkdir(parents=True)
+    files = LocalFiles(workspace)
+    files.baseline()
+    mailbox = ray.remote(Mailbox).options(num_cpus=0, resources={"node0": 0.01}).remote()
+    mirror = Mirror(mailbox, edir, rel)
+    checkpoint = EpisodeCheckpoint(edir, "s", files, every=1, drain=threading.Event())
+    mirror.attach(checkpoint)
+    sizes = {"data": 0, "journal": 0, "records.jsonl": 0}
+    try:
+        for turn in range(1, 5):
+            (workspace / f"f{turn}.txt").write_text(f"turn {turn}\n" * 1000)
+            with (edir / "records.jsonl").open("a") as fh:
+                fh.write(f"turn {turn}\n")  # a runner's record, appended to
+            (edir / "state.json").write_text(json.dumps({"turn": turn}))  # one rewritten whole
+            checkpoint.turn_done(turn, lambda t=turn: {"turn": t})
+            deadline = time.monotonic() + 30
+            while not (shipped := ray.get(mailbox.take.remote())) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            (shipment,) = shipped
+            pieces = {p.path: p for p in shipment.pieces}
+            assert shipment.pieces[-1].path == f"{DIR}/journal"  # the commit, last
+            assert set(pieces) == {f"{DIR}/{DATA}", f"{DIR}/journal", "records.jsonl", "state.json"}
+            assert pieces["records.jsonl"].data == f"turn {turn}\n".encode()
+            assert pieces["state.json"].offset == 0
+            for name, path in (
+                ("data", f"{DIR}/{DATA}"),
+                ("journal", f"{DIR}/journal"),
+                ("records.jsonl", "records.jsonl"),
+            ):
+                assert pieces[path].offset == sizes[name], (turn, name)  # from where the last one ended
+                sizes[name] += len(pieces[path].data)
+            assert len(pieces[f"{DIR}/{DATA}"].data) < 3 * 9000  # this turn's file, not all of them
+            write_shipment(driver, shipment)
+        mirror.close(ship_rest=True)
+    finally:
+        ray.kill(mailbox)
+    theirs = driver / rel
+    for name in (f"{DIR}/{DATA}", f"{DIR}/journal", "records.jsonl", "state.json"):
+        assert (theirs / name).read_bytes() == (edir / name).read_bytes(), name
+    assert not (theirs / "workspace").exists()
+    found = load(theirs, "s")
+    assert isinstance(found, tuple) and found[0].turn == 4, found
+
+
 def test_auto_each_replica_admits_its_own_episodes(cluster: Cluster, tmp_path: Path) -> None:
     """--concurrency auto: each replica's own controller sets its limit (a replay script has no
     /metrics: its start, --max-concurrency 1 here) and the driver routes by it: 3 replicas, one
