@@ -119,8 +119,8 @@ def run_eval(config: EvalConfig) -> EvalSummary:
     stop = threading.Event()
     caught: list[int] = []
     counts: dict[str, Any] = {}
-    # Ray's episodes run on other nodes, out of reach of this process's graceful stop
-    drain = Drain(config.stop_grace if config.executor.name == "threads" else 0.0)
+    # Ray's episodes hear of a graceful stop through the run's mailbox (cluster/mirror.py)
+    drain = Drain(config.stop_grace)
     with stop_on_signals(stop, caught, drain):
         try:
             return _run_eval(config, stop, counts, drain)

@@ -115,13 +115,11 @@ class Rollout:
         store: RunStore,
         arms: dict[str, Arm],
         runtime: Runtime,
-        *,
-        checkpoints: bool = True,
     ) -> None:
         self.config, self.store, self.arms, self.runtime = config, store, arms, runtime
-        # False: no mid-episode checkpoint is taken (a Ray episode's scratch directory is gone
-        # with its attempt, so one would never be resumed from)
-        self.checkpoints = checkpoints
+        # Handed each attempt's checkpoints once they are open (a Ray episode's scratch directory
+        # goes with its attempt: it ships them to the driver from there, cluster/mirror.py).
+        self.on_checkpoint: Callable[[EpisodeCheckpoint], None] | None = None
         self.run_id = store.root.name
         self.stop = threading.Event()
         self._lock = threading.Condition()
@@ -208,15 +206,12 @@ def _attempt(
             def fresh() -> EpisodeSandbox:
                 return ctx.runtime.open(task, edir, item.key, prep=getattr(arm.runner, "prep", None))
 
-            checkpoint: EpisodeCheckpoint | None = None
-            note: str | None = None
             # an interrupted attempt goes on from its checkpoint, else from a fresh workspace
-            if ctx.checkpoints:
-                sandbox, checkpoint, note = open_checkpoint(
-                    edir, item.scaffold, fresh, every=ctx.config.checkpoint_every, drain=ctx.drain.event
-                )
-            else:
-                sandbox = fresh()
+            sandbox, checkpoint, note = open_checkpoint(
+                edir, item.scaffold, fresh, every=ctx.config.checkpoint_every, drain=ctx.drain.event
+            )
+            if ctx.on_checkpoint is not None:
+                ctx.on_checkpoint(checkpoint)
         except Exception as exc:  # no sandbox (its image failed, the engine refused, a full disk): data
             return failed_outcome("the episode's sandbox could not be made", exc, started), None, None
         if note:

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from harness.evaluate import EvalConfig, ExecutorConfig, run_eval
-from harness.replay import ReplayScript, ScriptedCall, ScriptedResponse
+from harness.replay import ReplayScript, ReplayServer, ScriptedCall, ScriptedResponse
 from harness.results.store import RunStore
 from tests.conftest import HARNESS, REPO, run_harness, vllm_processes
 
@@ -146,28 +146,144 @@ def test_same_records_as_the_thread_executor_and_resume(
     assert lines(tmp_path / "ray") == got
 
 
-def test_no_checkpoints_are_taken_under_ray_and_the_run_says_so(
-    cluster: Cluster, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+@pytest.fixture(scope="module")
+def uninterrupted_20(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, ...]:
+    """tests/test_resume.py's 20-turn OpenHands episode run to its end on threads: the reference."""
+    from tests.test_resume import TURNS, comparable, record, run_to_end, script
+
+    run = tmp_path_factory.mktemp("reference") / "run"
+    with ReplayServer(script("openhands-codeact", delay=0)) as server:
+        run_to_end(run, server, "openhands-codeact", "local")
+        assert server.served == TURNS
+    return comparable(run, record(run))
+
+
+def _journal_turn(run: Path) -> int:
+    """The turn of the last whole checkpoint in the run directory's journal of the 20-turn episode."""
+    journal = run / "episodes" / "scripted" / "hello-file" / "seed1" / "checkpoint" / "journal"
+    whole = journal.read_bytes().rpartition(b"\n")[0].splitlines() if journal.exists() else []
+    return int(json.loads(whole[-1].partition(b"\t")[0])["turn"]) if whole else 0
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGKILL"])
+def test_a_ray_episode_checkpoints_on_the_driver_and_a_rerun_resumes_it(
+    cluster: Cluster, tmp_path: Path, uninterrupted_20: tuple[Any, ...], signame: str
 ) -> None:
-    """An attempt's scratch directory on its node goes with it, so a checkpoint there could never be
-    resumed from: none is taken (no time spent saving), and the run says so once at its start."""
-    model = write_script(tmp_path / "script.json")
-    run_eval(
-        EvalConfig(
-            runtime="local",
-            models=(model,),
-            tasks="smoke",
-            task=("hello-file",),
-            executor=ExecutorConfig(name="ray", ray_address=cluster.address),
-            concurrency=1,
-            run_dir=tmp_path / "ray",
-        )
-    )
-    (rec,) = RunStore(tmp_path / "ray").records().values()
-    assert rec.status == "resolved" and rec.turns == 3
-    assert rec.checkpoint_s == 0.0 and rec.resumed_turns == 0
-    said = " ".join(capfd.readouterr().err.split())  # the console's lines, unwrapped
-    assert said.count("no mid-episode checkpoints under --executor ray") == 1
+    """A 20-turn episode on a node of the cluster, its driver signalled while model call 10 is in
+    flight. SIGTERM: the turn ends on the node, is checkpointed there and shipped, and the driver
+    exits within the grace (143); the rerun (Ray again) asks only the last 10 turns. kill -9 of the
+    driver: its checkpoints shipped so far are whole in the run directory; the rerun (on threads,
+    the run directory is the same for either) resumes from the last one. Either way the record,
+    turns and files equal an uninterrupted run's."""
+    from tests.test_resume import GRACE_S, TURNS, comparable, eval_argv, record, script
+
+    run = tmp_path / "run"
+    ray_flags = ("--executor", "ray", "--ray-address", cluster.address)
+    with ReplayServer(script("openhands-codeact")) as server:
+        proc = subprocess.Popen(
+            eval_argv(run, server.base_url, "openhands-codeact", "local", *ray_flags),
+            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 240
+            while server.served < 10:
+                assert proc.poll() is None and time.monotonic() < deadline, "the run ended before turn 10"
+                time.sleep(0.02)
+            if signame == "SIGKILL":  # turn 9's checkpoint shipped (the driver takes them every 0.2 s)
+                shipped = time.monotonic() + 10
+                while _journal_turn(run) < 9 and time.monotonic() < shipped:
+                    time.sleep(0.02)
+            started = time.monotonic()
+            proc.send_signal(signal.Signals[signame])
+            _, err = proc.communicate(timeout=120)
+            took = time.monotonic() - started
+        finally:
+            proc.kill()
+        if signame == "SIGTERM":
+            assert proc.returncode == 143 and took < GRACE_S, (proc.returncode, took, err[-3000:])
+            # its last line (Ray's summary of its workers' deduplicated logs may come after it)
+            (last,) = [x for x in err.splitlines() if x.startswith("harness: stopped by SIGTERM")]
+            assert "1 running episode(s) finished their turn and checkpointed" in last, last
+            assert "0 running episode(s) stopped" in last, last
+        else:  # the driver's episode task dies with it (Ray ends a dead driver's tasks): none asks on
+            before = -1
+            while server.served != before and time.monotonic() < deadline:
+                before = server.served
+                time.sleep(1.0)
+        assert not (run / "episodes.jsonl").exists() or not (run / "episodes.jsonl").read_text().strip()
+        resumed_at = _journal_turn(run)  # the checkpoint in the driver's run directory
+        assert resumed_at == 10 if signame == "SIGTERM" else resumed_at >= 9, resumed_at
+        asked = server.served
+        rerun = eval_argv(run, server.base_url, "openhands-codeact", "local")
+        done = subprocess.run(
+            [*rerun, *(ray_flags if signame == "SIGTERM" else ())],
+            cwd=REPO, capture_output=True, text=True, timeout=400,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert server.served - asked == TURNS - resumed_at  # the checkpointed turns not asked again
+    rec = record(run)
+    assert rec["resumed_turns"] == resumed_at and rec["resume_note"] is None, rec
+    assert rec["status"] == "resolved" and rec["turns"] == TURNS
+    assert comparable(run, rec) == uninterrupted_20
+    assert not (run / "episodes" / "scripted" / "hello-file" / "seed1" / "checkpoint").exists()  # done with
+
+
+def test_checkpoints_reach_the_driver_as_tails_with_the_journal_line_last(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Four checkpoints of an episode in a node's scratch directory, shipped through a real mailbox
+    actor: each shipment holds only what the checkpoint appended to the data file and journal and
+    the new bytes of a record that grew (a rewritten file whole, the sandbox's files never), the
+    journal's piece last; written on the driver, they make the same checkpoint, loadable there."""
+    from harness.cluster.mirror import Mailbox, Mirror, write_shipment
+    from harness.resume.checkpoint import DIR, EpisodeCheckpoint, load
+    from harness.resume.files import DATA, LocalFiles
+
+    rel = "episodes/m/t/seed1"
+    edir, driver = tmp_path / "scratch" / rel, tmp_path / "driver"
+    workspace = edir / "workspace"
+    workspace.mkdir(parents=True)
+    files = LocalFiles(workspace)
+    files.baseline()
+    mailbox = ray.remote(Mailbox).options(num_cpus=0, resources={"node0": 0.01}).remote()
+    mirror = Mirror(mailbox, edir, rel)
+    checkpoint = EpisodeCheckpoint(edir, "s", files, every=1, drain=threading.Event())
+    mirror.attach(checkpoint)
+    sizes = {"data": 0, "journal": 0, "records.jsonl": 0}
+    try:
+        for turn in range(1, 5):
+            (workspace / f"f{turn}.txt").write_text(f"turn {turn}\n" * 1000)
+            with (edir / "records.jsonl").open("a") as fh:
+                fh.write(f"turn {turn}\n")  # a runner's record, appended to
+            (edir / "state.json").write_text(json.dumps({"turn": turn}))  # one rewritten whole
+            checkpoint.turn_done(turn, lambda t=turn: {"turn": t})
+            deadline = time.monotonic() + 30
+            while not (shipped := ray.get(mailbox.take.remote())) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            (shipment,) = shipped
+            pieces = {p.path: p for p in shipment.pieces}
+            assert shipment.pieces[-1].path == f"{DIR}/journal"  # the commit, last
+            assert set(pieces) == {f"{DIR}/{DATA}", f"{DIR}/journal", "records.jsonl", "state.json"}
+            assert pieces["records.jsonl"].data == f"turn {turn}\n".encode()
+            assert pieces["state.json"].offset == 0
+            for name, path in (
+                ("data", f"{DIR}/{DATA}"),
+                ("journal", f"{DIR}/journal"),
+                ("records.jsonl", "records.jsonl"),
+            ):
+                assert pieces[path].offset == sizes[name], (turn, name)  # from where the last one ended
+                sizes[name] += len(pieces[path].data)
+            assert len(pieces[f"{DIR}/{DATA}"].data) < 3 * 9000  # this turn's file, not all of them
+            write_shipment(driver, shipment)
+        mirror.close(ship_rest=True)
+    finally:
+        ray.kill(mailbox)
+    theirs = driver / rel
+    for name in (f"{DIR}/{DATA}", f"{DIR}/journal", "records.jsonl", "state.json"):
+        assert (theirs / name).read_bytes() == (edir / name).read_bytes(), name
+    assert not (theirs / "workspace").exists()
+    found = load(theirs, "s")
+    assert isinstance(found, tuple) and found[0].turn == 4, found
 
 
 def test_auto_each_replica_admits_its_own_episodes(cluster: Cluster, tmp_path: Path) -> None:
@@ -346,12 +462,16 @@ def test_sigint_cancels_the_cluster_s_episodes_and_a_rerun_finishes(cluster: Clu
         while "replica(s) on" not in err.read_text() and time.monotonic() < deadline:
             time.sleep(0.2)
         time.sleep(3)  # episodes in flight on the nodes (each model call takes 2 s)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGINT)  # the first: a graceful stop (the turns in flight may end)
+        time.sleep(0.5)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGINT)  # the second: the cluster's episodes cancelled at once
         assert proc.wait(timeout=60) == 130
+        assert time.monotonic() - started < 25  # not the 30 s grace
     finally:
         proc.kill()
-    last = err.read_text().strip().splitlines()[-1]
-    assert last.startswith("harness: stopped by SIGINT: ") and "none of them recorded" in last, last
+    (last,) = [x for x in err.read_text().splitlines() if x.startswith("harness: stopped by SIGINT: ")]
+    assert "running episode(s) stopped" in last and "none of them recorded" in last, last
     assert not (run / "episodes.jsonl").exists() or not (run / "episodes.jsonl").read_text().strip()
     write_script(script)  # the same model, now without the delay
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=REPO)

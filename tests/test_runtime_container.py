@@ -219,7 +219,10 @@ def test_a_fork_bomb_or_memory_hog_ends_its_episode_with_the_reason_and_the_run_
     run = tmp_path / "run"
     t0 = time.monotonic()
     recs, _ = evaluate(
-        script, run, tasks=str(suite), sandbox=SandboxConfig(memory_gib=0.5, pids=64, cpus=0.5),
+        script,
+        run,
+        tasks=str(suite),
+        sandbox=SandboxConfig(memory_gib=0.5, pids=64, cpus=0.5),
         # The script is shared in arrival order: with --concurrency auto, 0.5-CPU sandboxes let
         # 4 run at once and the bomb could go to either episode.
         concurrency=1,

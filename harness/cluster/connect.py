@@ -2,7 +2,9 @@
 
 import logging
 import os
+import signal
 import socket
+import threading
 from types import ModuleType
 
 from harness.errors import HarnessError
@@ -43,6 +45,8 @@ def connect(address: str | None) -> ModuleType:
     if address and address != "auto" and "://" not in address:
         _check_reachable(address)
     env = {k: v for k, v in os.environ.items() if k in _FORWARDED or k.startswith("HARNESS_")}
+    main = threading.current_thread() is threading.main_thread()
+    sigterm = signal.getsignal(signal.SIGTERM) if main else None
     try:
         ray.init(
             address=address,
@@ -54,4 +58,9 @@ def connect(address: str | None) -> ModuleType:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         where = f"--ray-address {address}" if address else f"RAY_ADDRESS {os.environ.get('RAY_ADDRESS', '')}"
         raise HarnessError(f"{where}: no Ray cluster to join ({first[:200]})") from None
+    finally:
+        # ray.init makes SIGTERM exit the driver at once (status 1): the run's own handler
+        # (harness/_signals.py: a graceful stop, then exit 143) is put back
+        if sigterm is not None:
+            signal.signal(signal.SIGTERM, sigterm)
     return ray

@@ -1,7 +1,8 @@
 """The driver's side of ``--executor ray``: replicas placed, episodes routed, lost ones rerun.
 
 The driver stays what it is on one machine: the only writer of the run directory (each result
-comes back here, its files are unpacked into the episode's directory and its record appended),
+comes back here, its files are unpacked into the episode's directory and its record appended;
+each checkpoint comes here as it is taken, mirror.py),
 the only one to decide what is pending (resume works as before), and the progress bar (it counts
 results from the whole cluster). Episodes go to the least-loaded live replica of their model,
 ``--concurrency`` at most on each (auto: the limit that replica's own controller sets from its
@@ -19,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from harness._text import markup
 from harness.cluster.connect import connect
-from harness.cluster.episode import SCRATCH, EpisodeResult, run_episode, unpack
+from harness.cluster.episode import SCRATCH, EpisodeResult, EpisodeStopped, run_episode, unpack
+from harness.cluster.mirror import Mailbox, pack_episode, write_shipment
 from harness.cluster.replica import Replica, ReplicaSpec
 from harness.errors import HarnessError
 from harness.progress import console
@@ -345,15 +347,25 @@ class RayRollouts:
         return ClusterModel(config, model, run_dir)
 
     def rollouts(self, ctx: "Rollout", pending: "Sequence[Pending]") -> Iterator["Finished | None"]:
-        # Said once the cluster answers (a mistake in --ray-address stays one line): each attempt
-        # runs in a scratch directory of its node that goes with it, so a checkpoint there could
-        # never be resumed from (cluster/episode.py).
-        console.print(
-            "note: no mid-episode checkpoints under --executor ray: an interrupted episode "
-            "begins again from turn 1",
-            highlight=False,
-        )
         return _cluster_rollouts(ctx, pending)
+
+
+def _mailbox(ray: Any) -> Any:
+    """The run's mailbox (mirror.py), near the driver when it is a node of the cluster; async, so
+    every running task's wait for the drain is a coroutine there."""
+    options: dict[str, Any] = {"num_cpus": 0, "max_restarts": 0, "max_concurrency": 10_000}
+    with contextlib.suppress(Exception):  # a Ray Client driver is no node: anywhere will do
+        node = ray.get_runtime_context().get_node_id()
+        options["scheduling_strategy"] = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(
+            node, soft=True
+        )
+    return ray.remote(Mailbox).options(**options).remote()
+
+
+def _take(ray: Any, mailbox: Any, run_dir: Path) -> None:
+    """The checkpoints shipped so far written into the run directory, in the order they came."""
+    for shipment in ray.get(mailbox.take.remote()):
+        write_shipment(run_dir, shipment)
 
 
 def _cluster_rollouts(ctx: "Rollout", pending: "Sequence[Pending]") -> Iterator["Finished | None"]:
@@ -369,12 +381,19 @@ def _cluster_rollouts(ctx: "Rollout", pending: "Sequence[Pending]") -> Iterator[
     update = {"scaffolds": tuple(_absolute(s) for s in ctx.config.scaffolds), "runtime": ctx.runtime.name}
     config_ref = ray.put(ctx.config.model_copy(update=update))
     submitted: set[str] = set()
+    mailbox = _mailbox(ray)
+    draining = False
     try:
         while todo or flying:
+            if ctx.drain.event.is_set() and not draining:  # the first stop signal: a graceful stop
+                draining = True
+                mailbox.drain.remote()  # each running task ends after its turn, checkpointed
+            if draining and not flying:
+                return  # every running episode ended (evaluate._rollouts says what the stop did)
             for model in {id(p.endpoint): p.endpoint for p in pending}.values():
                 assert isinstance(model, ClusterModel)
                 model.admission(time.monotonic())
-            while todo and not ctx.stop.is_set():
+            while todo and not ctx.stop.is_set() and not draining:
                 item, tries = todo[0]
                 model = item.endpoint
                 assert isinstance(model, ClusterModel)
@@ -395,6 +414,9 @@ def _cluster_rollouts(ctx: "Rollout", pending: "Sequence[Pending]") -> Iterator[
                     replica.handle,
                     (model.name, model.path),
                     (item.scaffold, item.task, item.seed, item.label),
+                    mailbox,
+                    # a checkpoint of an earlier run (or attempt) here: the episode goes on from it
+                    pack_episode(ctx.store.episode_dir(item.label, item.task.id, item.seed)),
                 )
                 replica.load += 1
                 replica.asked_at = 0.0  # its load changed: tell it at the next turn
@@ -405,6 +427,8 @@ def _cluster_rollouts(ctx: "Rollout", pending: "Sequence[Pending]") -> Iterator[
             if ctx.stop.is_set():
                 return
             ready, _ = ray.wait(list(flying), num_returns=1, timeout=0.2)
+            # after the wait: a task that returned shipped its last checkpoint before it did
+            _take(ray, mailbox, ctx.store.root)
             for ref in ready:
                 item, replica, tries = flying.pop(ref)
                 model = item.endpoint
@@ -412,7 +436,7 @@ def _cluster_rollouts(ctx: "Rollout", pending: "Sequence[Pending]") -> Iterator[
                 replica.load -= 1
                 replica.asked_at = 0.0
                 try:
-                    result: EpisodeResult | None = ray.get(ref)
+                    result: EpisodeResult | EpisodeStopped | None = ray.get(ref)
                 except ray.exceptions.RayTaskError as exc:
                     if not isinstance(exc.cause, ray.exceptions.RayError):
                         raise (exc.cause or exc) from None  # the episode's own error, as in one process
@@ -435,7 +459,8 @@ def _cluster_rollouts(ctx: "Rollout", pending: "Sequence[Pending]") -> Iterator[
                     )
                     todo.appendleft((item, tries + 1))
                     continue
-                if result is None:  # stopped while it ran
+                if result is None or isinstance(result, EpisodeStopped):  # stopped while it ran
+                    ctx.drained += result is not None and result.drained
                     yield None
                     continue
                 unpack(result.files, ctx.store.episode_dir(item.label, item.task.id, item.seed))
@@ -451,3 +476,7 @@ def _cluster_rollouts(ctx: "Rollout", pending: "Sequence[Pending]") -> Iterator[
             left = list(flying)
             while left and time.monotonic() < deadline:
                 _, left = ray.wait(left, num_returns=len(left), timeout=0.5)
+        with contextlib.suppress(Exception):  # what reached the mailbox before the stop: kept
+            _take(ray, mailbox, ctx.store.root)
+        with contextlib.suppress(Exception):
+            ray.kill(mailbox)

@@ -125,8 +125,12 @@ class EpisodeCheckpoint:
         every: int,
         drain: threading.Event,
         resumed: tuple[Marker, ResumeState] | None = None,
+        on_commit: Callable[[Marker, int], None] | None = None,
     ) -> None:
         self.out_dir, self.root = out_dir, out_dir / DIR
+        # told of each checkpoint once its journal line is written (the marker, where the line ends):
+        # a Ray episode ships its checkpoints to the driver from there (harness/cluster/mirror.py)
+        self.on_commit = on_commit
         self.scaffold = scaffold
         self.files = files
         self.every = every
@@ -218,6 +222,8 @@ class EpisodeCheckpoint:
         self._journal.write(marker.model_dump_json().encode() + b"\t" + body + b"\n")
         self._journal.flush()
         self._marker = marker
+        if self.on_commit is not None:
+            self.on_commit(marker, self._journal.tell())
 
     def finish_saves(self) -> None:
         """The episode's last save done, before its sandbox stops (the episode has ended: a save
