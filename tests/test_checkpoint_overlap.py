@@ -100,9 +100,7 @@ def test_a_runner_that_never_calls_before_tools_has_its_files_saved_within_turn_
     ck.close()
 
 
-def test_a_graceful_stop_saves_at_once_and_a_failed_save_surfaces_before_the_next_tool(
-    tmp_path: Path, workspace: Path
-) -> None:
+def test_a_graceful_stop_saves_at_once_in_order(tmp_path: Path, workspace: Path) -> None:
     drain = threading.Event()
     ck = checkpoint(tmp_path, SlowFiles(workspace, delay=0.2), drain)
     ck.before_tools()
@@ -112,10 +110,25 @@ def test_a_graceful_stop_saves_at_once_and_a_failed_save_surfaces_before_the_nex
     assert lines(tmp_path) == [{"n": 1}, {"n": 2}]  # both saved, in order, before it returned
     ck.close()
 
-    failing = checkpoint(tmp_path / "f", SlowFiles(workspace, delay=0.05, fail=True))
-    (tmp_path / "f" / "ep").mkdir(parents=True, exist_ok=True)
-    failing.before_tools()
-    failing.turn_done(1, lambda: {"n": 1})
-    with pytest.raises(OSError, match="No space left"):
-        failing.before_tools()  # the runner's thread hears of it, as it would have in turn_done
-    failing.close()
+
+def test_a_failed_save_ends_the_attempt_s_checkpoints_and_keeps_the_last_whole_one(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """A save that fails (a full disk, a sandbox that refused) is not the episode's failure, and
+    not a restore's: the episode goes on, its checkpoints end there, the last whole one stays."""
+    files = SlowFiles(workspace, delay=0.05)
+    ck = checkpoint(tmp_path, files)
+    ck.before_tools()
+    ck.turn_done(1, lambda: {"n": 1})
+    ck.before_tools()
+    files.fail = True
+    ck.turn_done(2, lambda: {"n": 2})
+    ck.before_tools()  # nothing raised into the runner
+    files.fail = False
+    ck.turn_done(3, lambda: {"n": 3})
+    ck.before_tools()
+    ck.close()
+    assert ck.failed is not None and "turn 2" in ck.failed and "No space left" in ck.failed
+    assert lines(tmp_path) == [{"n": 1}]
+    marker, _, _ = load(tmp_path / "ep", "openhands-codeact")  # type: ignore[misc]
+    assert marker.turn == 1

@@ -409,6 +409,8 @@ def test_a_container_checkpoint_is_taken_by_its_watcher_without_an_exec_and_surv
         with contextlib.ExitStack() as stack:
             return {n.removeprefix("./") for n in _open_tar(root, name, stack).getnames()}
 
+    victim = tmp_path / "victim"
+    victim.write_text("a file of this machine\n")
     try:
         for n, python in ((1, True), (2, False)):
             live = sandbox(2 * n)
@@ -432,6 +434,8 @@ def test_a_container_checkpoint_is_taken_by_its_watcher_without_an_exec_and_surv
             ):  # fmt: skip
                 if command.startswith("KILL"):
                     live.exec("pkill -9 -f checkpointd.py || true", user="root")
+                    # a root agent's link in the shared directory, to a file of this machine
+                    live.exec(f"ln -sfn {victim} /run/harness/checkpointd.py", user="root")
                     if command.endswith("NO PYTHON"):
                         live.exec(no_python, user="root")
                     continue
@@ -456,6 +460,7 @@ def test_a_container_checkpoint_is_taken_by_its_watcher_without_an_exec_and_surv
             DaemonFiles(fresh).restore(checkpoint, tars, paths)
             assert fresh.exec("find . -exec stat -c '%n %s %a' {} + | sort", cwd=fresh.workdir).output == want
             assert "notes.txt" not in want and "./d/f" in want
+            assert victim.read_text() == "a file of this machine\n" and not victim.is_symlink()
             files.close()
     finally:
         vars(client.api).pop("exec_create", None)  # the client is shared: its own method again

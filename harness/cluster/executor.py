@@ -362,10 +362,17 @@ def _mailbox(ray: Any) -> Any:
     return ray.remote(Mailbox).options(**options).remote()
 
 
-def _take(ray: Any, mailbox: Any, run_dir: Path) -> None:
-    """The checkpoints shipped so far written into the run directory, in the order they came."""
+def _take(ray: Any, mailbox: Any, ctx: "Rollout", flying: "dict[Any, tuple[Pending, _Replica, int]]") -> None:
+    """The checkpoints shipped so far written into the run directory, in the order they came; only
+    those of episodes still in flight (a late shipment of one whose result came back already, e.g.
+    after its task gave up waiting for the mailbox, must not touch its finished directory)."""
+    live = {
+        str(ctx.store.episode_dir(item.label, item.task.id, item.seed).relative_to(ctx.store.root))
+        for item, _, _ in flying.values()
+    }
     for shipment in ray.get(mailbox.take.remote()):
-        write_shipment(run_dir, shipment)
+        if shipment.episode in live:
+            write_shipment(ctx.store.root, shipment)
 
 
 def _cluster_rollouts(ctx: "Rollout", pending: "Sequence[Pending]") -> Iterator["Finished | None"]:
@@ -428,7 +435,7 @@ def _cluster_rollouts(ctx: "Rollout", pending: "Sequence[Pending]") -> Iterator[
                 return
             ready, _ = ray.wait(list(flying), num_returns=1, timeout=0.2)
             # after the wait: a task that returned shipped its last checkpoint before it did
-            _take(ray, mailbox, ctx.store.root)
+            _take(ray, mailbox, ctx, flying)
             for ref in ready:
                 item, replica, tries = flying.pop(ref)
                 model = item.endpoint
@@ -477,6 +484,6 @@ def _cluster_rollouts(ctx: "Rollout", pending: "Sequence[Pending]") -> Iterator[
             while left and time.monotonic() < deadline:
                 _, left = ray.wait(left, num_returns=len(left), timeout=0.5)
         with contextlib.suppress(Exception):  # what reached the mailbox before the stop: kept
-            _take(ray, mailbox, ctx.store.root)
+            _take(ray, mailbox, ctx, flying)
         with contextlib.suppress(Exception):
             ray.kill(mailbox)

@@ -25,6 +25,7 @@ import concurrent.futures
 import contextlib
 import hashlib
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -36,6 +37,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from harness.resume.files import DATA, CheckpointUnusable, FileSnapshots, part_end, part_exists, snapshots_for
 from harness.runtime.export_caps import ExportLimit, remove_tree
 from harness.seam import ResumeState
+
+_log = logging.getLogger(__name__)
 
 DIR = "checkpoint"
 JOURNAL = "journal"
@@ -142,6 +145,7 @@ class EpisodeCheckpoint:
         self.drained = False
         self.saves = 0
         self.skipped = 0  # turns not checkpointed: the files were over the export cap
+        self.failed: str | None = None  # why checkpoints ended early, this attempt
         self.seconds = 0.0  # the episode's wait for its checkpoints, this attempt
         self.save_seconds = 0.0  # spent saving them, on the episode's path or beside it
         # the sandbox's files saved beside the episode once its runner is seen to call before_tools
@@ -155,7 +159,8 @@ class EpisodeCheckpoint:
 
     def turn_done(self, turns: int, state: Callable[[], dict[str, Any]]) -> bool:
         draining = self._drain.is_set()
-        if turns > self._last and (draining or (self.every and turns % self.every == 0)):
+        due = draining or (self.every and turns % self.every == 0)
+        if turns > self._last and due and self.failed is None:
             started = time.perf_counter()
             self._settle()  # the checkpoint before, whole first: generations are appended in order
             # the runner's state now, as JSON: it is the runner's live data, changed by the next turn
@@ -201,6 +206,12 @@ class EpisodeCheckpoint:
             # sandbox and a terabyte in any copy): no checkpoint of this turn; a resume goes on
             # from the one before, and the episode's export says what is over
             self.skipped += 1
+        except Exception as exc:
+            # a save that failed (a full disk, a sandbox that refused): the episode goes on, its
+            # checkpoints end here (what a later one would hold relative to this one is unknown);
+            # a resume goes on from the last whole one, which nothing here touched
+            self.failed = f"checkpoint of turn {turns} failed ({type(exc).__name__}: {str(exc)[:300]})"
+            _log.warning("%s: %s; no more checkpoints this attempt", self.out_dir, self.failed)
         finally:
             self.save_seconds += time.perf_counter() - started
 

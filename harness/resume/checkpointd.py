@@ -29,6 +29,8 @@ import tarfile
 import traceback
 import typing
 
+if __name__ == "__main__":  # in the container, isolated (-I): its own directory last on the path
+    sys.path.append(os.path.dirname(os.path.abspath(__file__)))
 try:
     import harness_tree as tree  # in the container: beside this file
 except ImportError:  # imported on the host (its names)
@@ -68,8 +70,10 @@ class Watch:
         if changed:
             tmp, f = self._open(name + ".tar")
             with f, tarfile.open(fileobj=f, mode="w") as tar:
-                tree.add_changed(tar, self.root, changed, now)
+                left_out = tree.add_changed(tar, self.root, changed, now)
             reply["tar"] = self._done(tmp, name + ".tar")
+            for path in left_out:  # not in this checkpoint; new again to the next one
+                del now[path]
         if full or now.keys() != self.seen.keys():
             tmp, f = self._open(name + ".paths")
             with f:

@@ -17,11 +17,12 @@ import os
 import socket
 import stat
 import time
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.resume.checkpointd import FAILED_NOTE
-from harness.resume.files import CheckpointUnusable, Generation, SandboxFiles, append_part
+from harness.resume.files import STAMP, CheckpointUnusable, Generation, SandboxFiles, append_part
 from harness.runtime.export_caps import ExportLimits, over_cap
 
 if TYPE_CHECKING:
@@ -31,18 +32,32 @@ _HERE = Path(__file__).resolve().parent
 # copied into the channel under these names (the watcher imports harness_tree from its directory)
 _FILES = ((_HERE / "checkpointd.py", "checkpointd.py"), (_HERE / "tree.py", "harness_tree.py"))
 SOCKET = "checkpoint.sock"
-_START_TIMEOUT_S = 30.0
+_START_TIMEOUT_S = 120.0  # its baseline walk of a very large tree
 # One exec: the image's Python (the agent tools' first), the watcher started in the background as
-# root; no Python at all -> 3.
+# root, isolated (-I: the shared directory is not first on its import path, no PYTHON* variables);
+# no Python 3.6 or later at all -> 3.
 _LAUNCH = """
 py=""
 for c in "$HARNESS_AGENT_PYTHON" "$1" python3 python; do
-  if [ -n "$c" ] && command -v "$c" >/dev/null 2>&1; then py=$(command -v "$c"); break; fi
+  if [ -n "$c" ] && command -v "$c" >/dev/null 2>&1 &&
+     "$c" -I -c 'import sys; sys.exit(sys.version_info < (3, 6))' >/dev/null 2>&1; then
+    py=$(command -v "$c"); break
+  fi
 done
 [ -n "$py" ] || exit 3
 shift
-"$py" -B "$@" </dev/null >/dev/null 2>&1 &
+"$py" -I -B "$@" </dev/null >/dev/null 2>&1 &
 """
+
+
+def _put(path: Path, data: bytes) -> None:
+    """``data`` as the file ``path`` of the shared directory, made anew: a link a root agent left
+    there in its place is replaced, never written through to a file of this machine."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
 
 
 class DaemonFiles:
@@ -68,7 +83,7 @@ class DaemonFiles:
             with contextlib.suppress(FileNotFoundError):
                 (self.channel / name).unlink()
         for src, name in _FILES:
-            (self.channel / name).write_bytes(src.read_bytes())
+            _put(self.channel / name, src.read_bytes())
         from harness.runtime.container import IPC_MOUNT
 
         code, _ = self.sandbox.container.exec_run(
@@ -81,8 +96,10 @@ class DaemonFiles:
             return False
         deadline = time.monotonic() + _START_TIMEOUT_S
         while time.monotonic() < deadline:
-            if (self.channel / SOCKET).exists():
-                return self._connect()
+            with contextlib.suppress(FileNotFoundError):
+                # a socket, not a link a root agent put there to some socket of this machine
+                if stat.S_ISSOCK((self.channel / SOCKET).lstat().st_mode):
+                    return self._connect()
             if (self.channel / FAILED_NOTE).exists():
                 return False
             time.sleep(0.005)
@@ -141,7 +158,9 @@ class DaemonFiles:
         except (OSError, ValueError):
             # the watcher is gone: a new one knows nothing of what was saved, so it saves everything
             if not self._start():
-                self._verbs = SandboxFiles(self.sandbox, self.limits)  # no stamp in there: every path
+                # the verbs, with no stamp in there (the agent may have made one): every path, once
+                self.sandbox.exec(f"rm -f {STAMP}", user="root", timeout=60)
+                self._verbs = SandboxFiles(self.sandbox, self.limits)
                 return self._verbs.snapshot(root, turn)
             self._full = True
             reply = self._ask({**request, "full": True})
@@ -182,7 +201,7 @@ class DaemonFiles:
                 self.limits.max_files + 20
             ):
                 raise CheckpointUnusable(f"the watcher's {name} is not a file within the export caps")
-            return append_part(root, src)
+            return append_part(root, src, st.st_size)  # what it held when looked at, no more
 
     def restore(self, root: Path, tars: list[str], paths: str | None) -> None:
         SandboxFiles(self.sandbox, self.limits).put_back(root, tars, paths)

@@ -36,7 +36,7 @@ from harness.resume import tree
 from harness.runtime.export_caps import ExportLimits, over_cap, remove_tree
 from harness.seam import Sandbox
 
-_STAMP = "/tmp/.harness-checkpoint-stamp"
+STAMP = "/tmp/.harness-checkpoint-stamp"
 _IN_MEMORY = 4 << 20  # a generation up to this many bytes of files is made in memory
 _OUT = "/tmp/.harness-checkpoint-out"
 
@@ -124,10 +124,10 @@ def _open_tar(root: Path, name: str, stack: "contextlib.ExitStack") -> tarfile.T
     return stack.enter_context(tarfile.open(fileobj=f, mode="r:"))
 
 
-def append_part(root: Path, data: "bytes | Path | IO[bytes]") -> str:
-    """``data`` (bytes, a file's contents, or what is left to read of an open file) at the end of
-    the data file; its part name. Whole in the file (flushed to the kernel) before the journal line
-    that names it is written."""
+def append_part(root: Path, data: "bytes | Path | IO[bytes]", size: int | None = None) -> str:
+    """``data`` (bytes, a file's contents, or an open file's next ``size`` bytes at most) at the end
+    of the data file; its part name. Whole in the file (flushed to the kernel) before the journal
+    line that names it is written."""
     with (root / DATA).open("ab") as out:
         start = out.tell()
         if isinstance(data, Path):
@@ -136,7 +136,13 @@ def append_part(root: Path, data: "bytes | Path | IO[bytes]") -> str:
         elif isinstance(data, bytes):
             out.write(data)
         else:
-            shutil.copyfileobj(data, out, 1 << 20)
+            left = size if size is not None else -1
+            while left:
+                chunk = data.read(1 << 20 if left < 0 else min(left, 1 << 20))
+                if not chunk:
+                    break
+                out.write(chunk)
+                left -= len(chunk) if left > 0 else 0
         end = out.tell()
     return f"{DATA}@{start}+{end - start}"
 
@@ -220,13 +226,15 @@ class LocalFiles:
             if size <= _IN_MEMORY:
                 buf = io.BytesIO()
                 with tarfile.open(fileobj=buf, mode="w") as tar:
-                    tree.add_changed(tar, str(self.root), changed, now)
+                    left_out = tree.add_changed(tar, str(self.root), changed, now)
                 tar_name = append_part(root, buf.getvalue())
             else:
                 with tempfile.TemporaryDirectory(prefix="harness-generation-", dir=root) as tmp:
                     with tarfile.open(Path(tmp) / "gen.tar", "w") as tar:
-                        tree.add_changed(tar, str(self.root), changed, now)
+                        left_out = tree.add_changed(tar, str(self.root), changed, now)
                     tar_name = append_part(root, Path(tmp) / "gen.tar")
+            for path in left_out:  # not in this checkpoint; new again to the next one
+                del now[path]
         if now.keys() != self._seen.keys():
             paths_name = append_part(root, tree.listing(now))
         self._seen = now
@@ -290,7 +298,7 @@ class SandboxFiles:
     def baseline(self) -> None:
         wd = shlex.quote(self.workdir)
         said = self._run(
-            f"set -e; export LC_ALL=C; cd {wd}; touch {_STAMP}; rm -rf {_OUT}; mkdir -p {_OUT}; "
+            f"set -e; export LC_ALL=C; cd {wd}; touch {STAMP}; rm -rf {_OUT}; mkdir -p {_OUT}; "
             f"{self._list()} > {_OUT}/paths; {_said('0')}",
             "marking the checkpoint baseline",
         )
@@ -302,19 +310,19 @@ class SandboxFiles:
     def snapshot(self, root: Path, turn: int) -> Generation:
         wd = shlex.quote(self.workdir)
         said = self._run(
-            f"set -e; export LC_ALL=C; cd {wd}; touch {_STAMP}.new; rm -rf {_OUT}; mkdir -p {_OUT}; "
+            f"set -e; export LC_ALL=C; cd {wd}; touch {STAMP}.new; rm -rf {_OUT}; mkdir -p {_OUT}; "
             # over the export cap (files at their full size, sparse ones too): nothing copied, the
             # stamp kept, so the next snapshot still holds every change since the last one taken
             f"if find . -mindepth 1 -printf '%y %s\\n' | awk -v mb={self.limits.max_bytes} "
             f"-v mf={self.limits.max_files} '{{n++; if ($1 == \"f\") b += $2}} END {{exit !(n > mf || b > mb)}}'; "
-            f"then rm -f {_STAMP}.new; echo '{_SAID} over'; exit 0; fi; "
+            f"then rm -f {STAMP}.new; echo '{_SAID} over'; exit 0; fi; "
             # no stamp (the in-container watcher was lost, daemon_files.py): every path, once
-            f"if [ -e {_STAMP} ]; then find . -mindepth 1 \\( -newer {_STAMP} -o -cnewer {_STAMP} \\) -print0; "
+            f"if [ -e {STAMP} ]; then find . -mindepth 1 \\( -newer {STAMP} -o -cnewer {STAMP} \\) -print0; "
             f"else find . -mindepth 1 -print0; fi > {_OUT}/changed.list; "
             f"{self._list()} > {_OUT}/paths; "
             f"if [ -s {_OUT}/changed.list ]; then "
             f"tar -cf {_OUT}/changed.tar --null --no-recursion -T {_OUT}/changed.list; fi; "
-            f"rm -f {_OUT}/changed.list; mv {_STAMP}.new {_STAMP}; "
+            f"rm -f {_OUT}/changed.list; mv {STAMP}.new {STAMP}; "
             f"if [ -e {_OUT}/changed.tar ]; then {_said('1')}; else {_said('0')}; fi",
             "saving the sandbox's changed files",
         )

@@ -84,13 +84,21 @@ def listing(now: "dict[str, Facts]") -> "bytes":
     )
 
 
-def add_changed(tar: "tarfile.TarFile", root: "str", paths: "list[str]", now: "dict[str, Facts]") -> "None":
+def add_changed(
+    tar: "tarfile.TarFile", root: "str", paths: "list[str]", now: "dict[str, Facts]"
+) -> "list[str]":
     """``paths`` into ``tar``, each entry's header from the walk's facts (no second lstat, no user or
-    group name looked up: the numeric owner is what a restore sets). A regular file is opened
-    without following a link (one swapped in since the walk is skipped, never read through) and
-    cut at its size then: a file still growing is never torn."""
+    group name looked up: the numeric owner is what a restore sets); the paths left out (gone or
+    swapped since the walk), which the caller must not count as saved.
+
+    What the walk saw is what is read, and no more: a regular file is opened without following a
+    link and must be the very file the walk saw (its inode: a directory swapped for a link to
+    elsewhere since the walk is never read through, even as root), and it is read at the smaller of
+    its size then and now, so the caps checked on the walk's sizes hold for the tar (a file grown to
+    a terabyte meanwhile is cut, one cut short is padded: the tar stays whole)."""
+    left_out = []
     for path in paths:
-        mode, mtime_ns, _, _, _, uid, gid = now[path]
+        mode, mtime_ns, _, size, ino, uid, gid = now[path]
         full = os.path.join(root, path)
         info = tarfile.TarInfo(path)
         info.mode, info.uid, info.gid = stat.S_IMODE(mode), uid, gid
@@ -100,10 +108,11 @@ def add_changed(tar: "tarfile.TarFile", root: "str", paths: "list[str]", now: "d
                 fd = os.open(full, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
                 with os.fdopen(fd, "rb") as src:
                     st = os.fstat(fd)
-                    if not stat.S_ISREG(st.st_mode):
-                        continue  # a FIFO or device put in its place: the listing says so next time
-                    info.size = st.st_size
-                    tar.addfile(info, _Exactly(src, st.st_size))
+                    if not stat.S_ISREG(st.st_mode) or st.st_ino != ino:
+                        left_out.append(path)
+                        continue
+                    info.size = min(st.st_size, size)
+                    tar.addfile(info, _Exactly(src, info.size))
             elif stat.S_ISDIR(mode):
                 info.type = tarfile.DIRTYPE
                 tar.addfile(info)
@@ -113,7 +122,8 @@ def add_changed(tar: "tarfile.TarFile", root: "str", paths: "list[str]", now: "d
             else:  # a FIFO, a device: as tar itself records them
                 tar.add(full, arcname=path, recursive=False)
         except OSError:
-            continue  # removed between the walk and here: the listing says so next time
+            left_out.append(path)  # removed between the walk and here
+    return left_out
 
 
 class _Exactly:
