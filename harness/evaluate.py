@@ -229,7 +229,9 @@ def _rollouts(ctx: Rollout, executor: Executor, pending: Sequence[Pending], coun
         with (
             # the agents' own warnings: the run's log, not the terminal
             agent_logs_to(
-                ctx.store.root / LOG_FILE, (n for a in ctx.arms.values() for n in a.runner.loggers)
+                ctx.store.root / LOG_FILE,
+                # and a checkpoint save that failed (the episode goes on: said, not shouted)
+                ("harness.resume", *(n for a in ctx.arms.values() for n in a.runner.loggers)),
             ),
             progress_bar(f"rollouts {', '.join(names)}", len(pending)) as bar,
             ctx.drain.during_rollouts(),

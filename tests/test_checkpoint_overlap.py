@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from harness.episodes.agent_log import agent_logs_to
 from harness.resume.checkpoint import DIR, JOURNAL, EpisodeCheckpoint, load
 from harness.resume.files import Generation, LocalFiles
 
@@ -122,8 +123,11 @@ def test_a_failed_save_ends_the_attempt_s_checkpoints_and_keeps_the_last_whole_o
     ck.turn_done(1, lambda: {"n": 1})
     ck.before_tools()
     files.fail = True
-    ck.turn_done(2, lambda: {"n": 2})
-    ck.before_tools()  # nothing raised into the runner
+    log = tmp_path / "harness.log"
+    with agent_logs_to(log, ["harness.resume"]):  # as a run routes it
+        ck.turn_done(2, lambda: {"n": 2})
+        ck.before_tools()  # nothing raised into the runner
+    assert "checkpoint of turn 2 failed" in log.read_text() and "No space left" in log.read_text()
     files.fail = False
     ck.turn_done(3, lambda: {"n": 3})
     ck.before_tools()
