@@ -88,7 +88,14 @@ def test_sigterm_to_tasks_verify_stops_within_seconds_and_ends_the_tests(
         text=True,
     )  # fmt: skip
     try:
-        _wait_for(lambda: len(_marked(mark)) >= 2, 180, "both tasks' tests running")
+        # the tests themselves (`exec -a MARK sleep`), not a runner whose arguments name the task's
+        # path (which holds the mark too): one check alone could count twice, and a signal sent
+        # while the other was still starting raced it
+        _wait_for(
+            lambda: sum(1 for p in _marked(mark) if (p.info["cmdline"] or [""])[0] == mark) >= 2,
+            180,
+            "both tasks' tests running",
+        )
         t0 = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=150)
