@@ -6,6 +6,7 @@ name requests carry, ``ensure_up()`` makes it answer (starting or restarting a m
 """
 
 import contextlib
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -82,12 +83,26 @@ class ExternalEndpoint:
         """The server answers at all (``/health``; a 404 is an answer: not every server has one)
         without a 5xx."""
         root = self._url.removesuffix("/v1")
-        with contextlib.suppress(httpx.HTTPError), httpx.Client(timeout=5.0) as http:
+        with contextlib.suppress(httpx.HTTPError), httpx.Client(timeout=5.0, verify=_tls()) as http:
             return http.get(f"{root}/health").status_code < 500
         return False
 
     def release(self, *, now: bool = False) -> None:
         pass
+
+
+_TLS_LOCK = threading.Lock()
+_TLS: list[ssl.SSLContext] = []
+
+
+def _tls() -> ssl.SSLContext:
+    """One TLS context for every health check, made once: each episode's thread asks, and OpenSSL
+    building contexts from the CA bundle in several threads at once failed now and then
+    (``ssl.SSLError: [X509] PEM lib``; seen in CI with 4 episodes starting together)."""
+    with _TLS_LOCK:
+        if not _TLS:
+            _TLS.append(ssl.create_default_context())
+        return _TLS[0]
 
 
 class ManagedEndpoint:
