@@ -286,6 +286,70 @@ def test_checkpoints_reach_the_driver_as_tails_with_the_journal_line_last(
     assert isinstance(found, tuple) and found[0].turn == 4, found
 
 
+def test_the_checkpoint_mailbox_is_on_the_driver_s_node(cluster: Cluster) -> None:
+    """Pinned, not preferred: a soft preference put 12 of 20 mailboxes on other nodes here (Ray
+    starting workers on the driver's node took it for busy), and one on a node that was then killed
+    failed a run."""
+    from harness.cluster.executor import _mailbox
+
+    here = ray.get_runtime_context().get_node_id()
+    boxes = [_mailbox(ray) for _ in range(8)]
+    try:
+        ray.get([b.take.remote() for b in boxes], timeout=120)
+        nodes = [ray._private.state.actors(b._actor_id.hex())["Address"]["NodeID"] for b in boxes]
+        assert nodes == [here] * len(boxes)
+    finally:
+        for b in boxes:
+            ray.kill(b)
+
+
+def test_a_lost_checkpoint_mailbox_is_replaced_and_the_run_ends_whole(
+    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The mailbox killed once a checkpoint came through it (as a lost node would): the run says so,
+    makes a new one that the episodes started after it ship to, and records every episode once."""
+    from harness.cluster import executor
+
+    made: list[Any] = []
+    shipped: list[float] = []
+    killed_at: list[float] = []
+    real_mailbox, real_write = executor._mailbox, executor.write_shipment
+
+    def mailbox(r: Any) -> Any:
+        made.append(real_mailbox(r))
+        return made[-1]
+
+    def write(run_dir: Path, shipment: Any) -> None:
+        real_write(run_dir, shipment)
+        shipped.append(time.monotonic())
+        if not killed_at:
+            ray.kill(made[0])
+            killed_at.append(time.monotonic())
+
+    monkeypatch.setattr(executor, "_mailbox", mailbox)
+    monkeypatch.setattr(executor, "write_shipment", write)
+    model = write_script(tmp_path / "script.json", delay=0.5)
+    run = tmp_path / "run"
+    run_eval(
+        EvalConfig(
+            runtime="local",
+            models=(model,),
+            tasks="smoke",
+            seeds=3,
+            executor=ExecutorConfig(name="ray", ray_address=cluster.address),
+            concurrency=1,
+            run_dir=run,
+        )
+    )
+    said = " ".join(capfd.readouterr().err.split())
+    assert "the run's checkpoint mailbox was lost" in said, said[-3000:]
+    assert len(made) == 2 and killed_at
+    assert any(t > killed_at[0] for t in shipped)  # the new mailbox carries checkpoints
+    keys = sorted((r["task_id"], r["seed"]) for r in lines(run) if not r["verified"])
+    assert keys == [(t, s) for t in ("count-lines", "fix-add", "hello-file") for s in range(1, 4)]
+    assert all(r.verified for r in RunStore(run).records().values())
+
+
 def test_auto_each_replica_admits_its_own_episodes(cluster: Cluster, tmp_path: Path) -> None:
     """--concurrency auto: each replica's own controller sets its limit (a replay script has no
     /metrics: its start, --max-concurrency 1 here) and the driver routes by it: 3 replicas, one

@@ -36,6 +36,7 @@ MAX_RERUNS = 3  # an episode whose node is lost this often stops the run (someth
 _PROBE_S = 30.0  # how long a replica may take to answer before it counts as lost
 _RELEASE_S = 60.0  # a replica's server stop (vLLM's grace is 15 s) before the actor is killed
 _CANCEL_WAIT_S = 15.0  # a stop waits this long for cancelled episodes to clean up on their nodes
+_TAKE_WAIT_S = 60.0  # a checkpoint mailbox that does not answer in this long is taken for lost
 _ASK_S = 1.0  # --concurrency auto: how often the driver asks each replica for its limit
 
 
@@ -351,28 +352,67 @@ class RayRollouts:
 
 
 def _mailbox(ray: Any) -> Any:
-    """The run's mailbox (mirror.py), near the driver when it is a node of the cluster; async, so
-    every running task's wait for the drain is a coroutine there."""
+    """The run's mailbox (mirror.py), on the driver's node when the driver is a node of the cluster
+    (a soft preference let Ray put it on a node that was then lost); async, so every running task's
+    wait for the drain is a coroutine there."""
     options: dict[str, Any] = {"num_cpus": 0, "max_restarts": 0, "max_concurrency": 10_000}
     with contextlib.suppress(Exception):  # a Ray Client driver is no node: anywhere will do
         node = ray.get_runtime_context().get_node_id()
         options["scheduling_strategy"] = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(
-            node, soft=True
+            node, soft=False
         )
     return ray.remote(Mailbox).options(**options).remote()
 
 
-def _take(ray: Any, mailbox: Any, ctx: "Rollout", flying: "dict[Any, tuple[Pending, _Replica, int]]") -> None:
-    """The checkpoints shipped so far written into the run directory, in the order they came; only
-    those of episodes still in flight (a late shipment of one whose result came back already, e.g.
-    after its task gave up waiting for the mailbox, must not touch its finished directory)."""
-    live = {
-        str(ctx.store.episode_dir(item.label, item.task.id, item.seed).relative_to(ctx.store.root))
-        for item, _, _ in flying.values()
-    }
-    for shipment in ray.get(mailbox.take.remote()):
-        if shipment.episode in live:
-            write_shipment(ctx.store.root, shipment)
+class _Post:
+    """The run's mailbox as the driver uses it: one lost (its node left the cluster, it died) is
+    replaced by a new one. The checkpoints it had not handed over are lost with it, but those the
+    driver took are whole, so nothing is wrong on disk: the episodes that shipped to it run on, their
+    later checkpoints unshipped (each task's mirror stops at its first failed send; their results
+    come back whole), and the episodes started after it ship to the new one."""
+
+    def __init__(self, ray: Any) -> None:
+        self.ray = ray
+        self.box = _mailbox(ray)
+        self.draining = False
+
+    def drain(self) -> None:
+        self.draining = True
+        self.box.drain.remote()  # each running task ends after its turn, checkpointed
+
+    def take(
+        self, ctx: "Rollout", flying: "dict[Any, tuple[Pending, _Replica, int]]", *, last: bool = False
+    ) -> None:
+        """The checkpoints shipped so far written into the run directory, in the order they came;
+        only those of episodes still in flight (a late shipment of one whose result came back
+        already, e.g. after its task gave up waiting for the mailbox, must not touch its finished
+        directory). ``last``: the run is over, a lost mailbox is not replaced."""
+        try:
+            shipments = self.ray.get(self.box.take.remote(), timeout=_TAKE_WAIT_S)
+        except self.ray.exceptions.RayError as exc:  # GetTimeoutError is one too
+            if last:
+                return
+            console.print(
+                f"[yellow]the run's checkpoint mailbox was lost ({type(exc).__name__}): the episodes "
+                "running now are no longer checkpointed on this machine; the next ones are[/]",
+                highlight=False,
+            )
+            self.close()
+            self.box = _mailbox(self.ray)
+            if self.draining:
+                self.drain()
+            return
+        live = {
+            str(ctx.store.episode_dir(item.label, item.task.id, item.seed).relative_to(ctx.store.root))
+            for item, _, _ in flying.values()
+        }
+        for shipment in shipments:
+            if shipment.episode in live:
+                write_shipment(ctx.store.root, shipment)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.ray.kill(self.box)
 
 
 def _cluster_rollouts(ctx: "Rollout", pending: "Sequence[Pending]") -> Iterator["Finished | None"]:
@@ -388,19 +428,17 @@ def _cluster_rollouts(ctx: "Rollout", pending: "Sequence[Pending]") -> Iterator[
     update = {"scaffolds": tuple(_absolute(s) for s in ctx.config.scaffolds), "runtime": ctx.runtime.name}
     config_ref = ray.put(ctx.config.model_copy(update=update))
     submitted: set[str] = set()
-    mailbox = _mailbox(ray)
-    draining = False
+    post = _Post(ray)
     try:
         while todo or flying:
-            if ctx.drain.event.is_set() and not draining:  # the first stop signal: a graceful stop
-                draining = True
-                mailbox.drain.remote()  # each running task ends after its turn, checkpointed
-            if draining and not flying:
+            if ctx.drain.event.is_set() and not post.draining:  # the first stop signal: a graceful stop
+                post.drain()
+            if post.draining and not flying:
                 return  # every running episode ended (evaluate._rollouts says what the stop did)
             for model in {id(p.endpoint): p.endpoint for p in pending}.values():
                 assert isinstance(model, ClusterModel)
                 model.admission(time.monotonic())
-            while todo and not ctx.stop.is_set() and not draining:
+            while todo and not ctx.stop.is_set() and not post.draining:
                 item, tries = todo[0]
                 model = item.endpoint
                 assert isinstance(model, ClusterModel)
@@ -421,7 +459,7 @@ def _cluster_rollouts(ctx: "Rollout", pending: "Sequence[Pending]") -> Iterator[
                     replica.handle,
                     (model.name, model.path),
                     (item.scaffold, item.task, item.seed, item.label),
-                    mailbox,
+                    post.box,
                     # a checkpoint of an earlier run (or attempt) here: the episode goes on from it
                     pack_episode(ctx.store.episode_dir(item.label, item.task.id, item.seed)),
                 )
@@ -435,7 +473,7 @@ def _cluster_rollouts(ctx: "Rollout", pending: "Sequence[Pending]") -> Iterator[
                 return
             ready, _ = ray.wait(list(flying), num_returns=1, timeout=0.2)
             # after the wait: a task that returned shipped its last checkpoint before it did
-            _take(ray, mailbox, ctx, flying)
+            post.take(ctx, flying)
             for ref in ready:
                 item, replica, tries = flying.pop(ref)
                 model = item.endpoint
@@ -484,6 +522,5 @@ def _cluster_rollouts(ctx: "Rollout", pending: "Sequence[Pending]") -> Iterator[
             while left and time.monotonic() < deadline:
                 _, left = ray.wait(left, num_returns=len(left), timeout=0.5)
         with contextlib.suppress(Exception):  # what reached the mailbox before the stop: kept
-            _take(ray, mailbox, ctx, flying)
-        with contextlib.suppress(Exception):
-            ray.kill(mailbox)
+            post.take(ctx, flying, last=True)
+        post.close()
