@@ -20,7 +20,6 @@ drain event, so that its runner checkpoints after the turn in flight and ends.
 import asyncio
 import contextlib
 import io
-import os
 import stat
 import tarfile
 import threading
@@ -28,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.resume import tree
 from harness.resume.checkpoint import DIR, JOURNAL, Marker
 from harness.resume.files import DATA, part_end
 from harness.runtime.export_caps import remove_tree
@@ -239,27 +239,11 @@ class Mirror:
 
     def _walk(self) -> dict[str, _Facts]:
         """Every regular file of the episode directory but its sandbox's and its checkpoint's."""
-        found: dict[str, _Facts] = {}
-        stack = [""]
-        while stack:
-            rel = stack.pop()
-            try:
-                entries = list(os.scandir(self._out / rel if rel else self._out))
-            except OSError:
-                continue
-            for entry in entries:
-                path = f"{rel}/{entry.name}" if rel else entry.name
-                if not rel and entry.name in (*_SKIP, DIR):
-                    continue
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                if stat.S_ISDIR(st.st_mode):
-                    stack.append(path)
-                elif stat.S_ISREG(st.st_mode):
-                    found[path] = (st.st_ino, st.st_size, st.st_mtime_ns)
-        return found
+        return {
+            rel: (facts[4], facts[3], facts[1])  # inode, size, mtime
+            for rel, facts in tree.walk(str(self._out), skip=(*_SKIP, DIR)).items()
+            if stat.S_ISREG(facts[0])
+        }
 
 
 def _size(path: Path) -> int:

@@ -17,8 +17,9 @@ and files are of the same turn, so a resumed episode never sees files from a tur
 not remember. The state is taken at the end of the turn; the files, for a runner that calls
 ``before_tools``, while the model answers the next call (nothing changes them until a tool runs,
 and before_tools waits for the save): off the episode's path, the journal line written when they
-are. A kill in that millisecond loses that turn's checkpoint too, never a whole one. A checkpoint that cannot be restored (corrupt, missing, refused by its sandbox or its
-runner) is set aside: the episode begins again from turn 1 and its record says why (``resume_note``).
+are. A kill in that millisecond loses that turn's checkpoint too, never a whole one. A checkpoint
+that cannot be restored (corrupt, missing, refused by its sandbox or its runner) is set aside: the
+episode begins again from turn 1 and its record says why (``resume_note``).
 """
 
 import concurrent.futures

@@ -22,9 +22,10 @@ if typing.TYPE_CHECKING:  # subscripting tuple is 3.9's: never evaluated here
     Facts = tuple[int, int, int, int, int, int, int]
 
 
-def walk(root: "str") -> "dict[str, Facts]":
-    """Every entry under ``root`` (relative paths, '/'-separated) -> its facts. Entries that vanish
-    or cannot be read meanwhile are left out: that is what the agent did to them."""
+def walk(root: "str", skip: "tuple[str, ...]" = ()) -> "dict[str, Facts]":
+    """Every entry under ``root`` (relative paths, '/'-separated) -> its facts, but the top-level
+    names in ``skip`` and what is under them. Entries that vanish or cannot be read meanwhile are
+    left out: that is what the agent did to them."""
     found = {}
     stack = [""]
     while stack:
@@ -34,6 +35,8 @@ def walk(root: "str") -> "dict[str, Facts]":
         except OSError:
             continue
         for entry in entries:
+            if not rel and entry.name in skip:
+                continue
             path = rel + "/" + entry.name if rel else entry.name
             try:
                 st = entry.stat(follow_symlinks=False)
