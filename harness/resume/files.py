@@ -190,12 +190,6 @@ def merged_tar(root: Path, tars: list[str], final: dict[str, str] | None, out: P
                     merged.addfile(member, tar.extractfile(member) if member.isreg() else None)
 
 
-def _listing_bytes(entries: "dict[str, str]") -> bytes:
-    return b"".join(
-        f"{kind} {p}".encode(errors="surrogateescape") + b"\0" for p, kind in sorted(entries.items())
-    )
-
-
 class LocalFiles:
     """A workspace on this machine, read and written directly."""
 
@@ -359,7 +353,7 @@ class SandboxFiles:
             stage.mkdir()
             merged_tar(root, tars, final, stage / "merged.tar")
             if final is not None:
-                (stage / "keep").write_bytes(_listing_bytes(final))
+                (stage / "keep").write_bytes(tree.listing_of(final))
             self.sandbox.copy_in(stage, _OUT)
         wd = shlex.quote(self.workdir)
         # what the fresh sandbox has and the checkpoint has not (or as another kind): removed

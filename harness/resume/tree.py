@@ -82,9 +82,12 @@ def changed(seen: "dict[str, Facts]", now: "dict[str, Facts]") -> "list[str]":
 
 def listing(now: "dict[str, Facts]") -> "bytes":
     """Every path present, as ``TYPE PATH`` entries, NUL-terminated, sorted by path."""
-    return b"".join(
-        (kind(now[p][0]) + " " + p).encode("utf-8", "surrogateescape") + b"\0" for p in sorted(now)
-    )
+    return listing_of({p: kind(facts[0]) for p, facts in now.items()})
+
+
+def listing_of(kinds: "dict[str, str]") -> "bytes":
+    """A listing of these paths and their type letters."""
+    return b"".join((kinds[p] + " " + p).encode("utf-8", "surrogateescape") + b"\0" for p in sorted(kinds))
 
 
 def add_changed(
