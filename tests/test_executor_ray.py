@@ -78,6 +78,14 @@ def cluster() -> Iterator[Cluster]:
         c.shutdown()
 
 
+def on_ray(cluster: Cluster, model: str, run: Path, **fields: Any) -> None:
+    """The smoke suite's episodes, local, on the cluster, from this process (its console captured)."""
+    executor = ExecutorConfig(name="ray", ray_address=cluster.address)
+    run_eval(
+        EvalConfig(runtime="local", models=(model,), tasks="smoke", executor=executor, run_dir=run, **fields)
+    )
+
+
 def records(run: Path) -> list[dict[str, Any]]:
     """The final record of every episode, less what differs between any two runs."""
     volatile = {"run_id", "wall_s", "llm_s", "checkpoint_s"}
@@ -330,17 +338,7 @@ def test_a_lost_checkpoint_mailbox_is_replaced_and_the_run_ends_whole(
     monkeypatch.setattr(executor, "write_shipment", write)
     model = write_script(tmp_path / "script.json", delay=0.5)
     run = tmp_path / "run"
-    run_eval(
-        EvalConfig(
-            runtime="local",
-            models=(model,),
-            tasks="smoke",
-            seeds=3,
-            executor=ExecutorConfig(name="ray", ray_address=cluster.address),
-            concurrency=1,
-            run_dir=run,
-        )
-    )
+    on_ray(cluster, model, run, seeds=3, concurrency=1)
     said = " ".join(capfd.readouterr().err.split())
     assert "the run's checkpoint mailbox was lost" in said, said[-3000:]
     assert len(made) == 2 and killed_at
@@ -356,17 +354,7 @@ def test_auto_each_replica_admits_its_own_episodes(cluster: Cluster, tmp_path: P
     episode at a time each, every replica's decisions back in the run directory."""
     model = write_script(tmp_path / "script.json", delay=0.5)
     run = tmp_path / "ray"
-    run_eval(
-        EvalConfig(
-            runtime="local",
-            models=(model,),
-            tasks="smoke",
-            seeds=2,
-            executor=ExecutorConfig(name="ray", ray_address=cluster.address),
-            max_concurrency=1,
-            run_dir=run,
-        )
-    )
+    on_ray(cluster, model, run, seeds=2, max_concurrency=1)
     assert len(RunStore(run).records()) == 6
     starts = sorted((run / "replicas").glob("*/admission.jsonl"))
     assert len(starts) == 3, list((run / "replicas").glob("*/*"))
@@ -454,17 +442,7 @@ def test_a_node_killed_mid_run_loses_no_episode_and_duplicates_none(
             time.sleep(0.1)
 
     threading.Thread(target=kill_when_running, daemon=True).start()
-    run_eval(
-        EvalConfig(
-            runtime="local",
-            models=(model,),
-            tasks="smoke",
-            seeds=4,
-            executor=ExecutorConfig(name="ray", ray_address=cluster.address),
-            concurrency=2,
-            run_dir=run,
-        )
-    )
+    on_ray(cluster, model, run, seeds=4, concurrency=2)
     said = " ".join(capfd.readouterr().err.split())  # the console's lines, unwrapped
     assert killed.is_set()
     assert "lost (its node left the cluster)" in said and "running it again" in said, said[-3000:]
