@@ -59,6 +59,24 @@ def test_online_detection_fires_once_at_the_certain_turn() -> None:
     assert det.finding is not None and det.finding.start_turn == 2
 
 
+def test_a_terminal_s_echo_of_the_command_does_not_move_the_onset() -> None:
+    """Seen in CI under load: the first of identical `cat` calls came back with the pty's echo of
+    the command (and bracketed-paste escapes) before the file, the others without; the loop began
+    at turn 0 all the same."""
+    body = '"""A tiny calculator."""\n\ndef add(a, b):\n    return a - b\n\x1b[?2004h'
+    first = "\x1b[?2004l\x1b[?2004h\n\ncat calc.py\n\x1b[?2004l" + body
+    turns = [
+        turn(i, call("terminal", command="cat calc.py"), obs=first if i == 0 else "\x1b[?2004l" + body)
+        for i in range(6)
+    ]
+    loop = detect_loops(turns)
+    assert loop is not None and loop.kind == LoopKind.repeat_call and loop.start_turn == 0, loop
+    # a first line that is only like the command is output, not an echo: no loop from turn 0
+    turns[0] = turn(0, call("terminal", command="cat calc.py"), obs="cat calc.py: no such file\n" + body)
+    loop = detect_loops(turns)
+    assert loop is not None and loop.start_turn == 1, loop
+
+
 def test_cycle_of_period_two() -> None:
     a = turn(0, call("file_editor", command="view", path="/w/a.py"), obs="A")
     b = turn(0, call("terminal", command="python a.py"), obs="Error: x")

@@ -34,6 +34,7 @@ from harness.monitor.normalize import (
     normalize_text,
     refused,
     volatile_details,
+    without_echo,
     without_thinking,
 )
 from harness.monitor.records import Turn
@@ -182,6 +183,7 @@ class _Step:
         "_result",
         "_reworded",
         "action",
+        "arguments",
         "error",
         "gist_text",
         "head",
@@ -223,6 +225,8 @@ class _Step:
             self.text = normalize_text(turn.text)
             self.action = "text:" + self.text
             self.ran = False
+        # one call's arguments: a terminal may echo its command at the start of the observation
+        self.arguments = calls[0].arguments if len(calls) == 1 else ""
         obs = self.raw_observation = turn.observation
         self.error = turn.observation_is_error
         # The scaffold refused the response (its format-error feedback): whatever it called ran nothing.
@@ -260,7 +264,10 @@ class _Step:
     def observation(self) -> str:
         """The normalised observation (computed on first use)."""
         if self._observation is None:
-            self._observation = normalize_observation(self.raw_observation)
+            obs = (
+                without_echo(self.raw_observation, self.arguments) if self.arguments else self.raw_observation
+            )
+            self._observation = normalize_observation(obs)
         return self._observation
 
     @property

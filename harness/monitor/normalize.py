@@ -131,10 +131,9 @@ def _duration_starts(text: str) -> list[int] | None:
 
 _PID_STARTS = _needles(("pid", 0), ("PID", 0), ("process", 0))
 _TMP_STARTS = _needles(("/tmp/", 0), ("/tmp/", len("/private")))  # /tmp/x or /private/tmp/x
+_ESCAPES = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 _RULES: tuple[_Rule, ...] = (
-    _Rule(
-        lambda t: "\x1b" in t, re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]"), ""
-    ),  # terminal escapes
+    _Rule(lambda t: "\x1b" in t, _ESCAPES, ""),  # terminal escapes
     _Rule(
         re.compile(r"-[0-9a-fA-F]{4}-").search,
         re.compile(
@@ -311,6 +310,25 @@ def normalize_observation(text: str) -> str:
     if len(text) > 2 * _HEAD_TAIL:
         text = f"{text[:_HEAD_TAIL]} <{len(text) - 2 * _HEAD_TAIL} chars> {text[-_HEAD_TAIL:]}"
     return _observation_cached(text) if len(text) <= 4096 else _normalize_observation(text)
+
+
+def without_echo(observation: str, arguments: str) -> str:
+    """``observation`` less a terminal's echo of the command it ran, when its first line is one of
+    the call's one-line string arguments (``arguments``: their JSON). Whether a pty's output shows
+    the typed command depends on timing (seen under load: the first of four identical ``cat`` calls
+    carried it, and the loop's onset moved a turn), not on what the command did."""
+    text = _ESCAPES.sub("", observation) if "\x1b" in observation else observation
+    first, _, rest = text.lstrip().partition("\n")
+    first = first.strip()
+    if not first:
+        return observation
+    try:
+        args = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        return observation
+    if isinstance(args, dict) and any(isinstance(v, str) and v.strip() == first for v in args.values()):
+        return rest
+    return observation
 
 
 def volatile_details(texts: list[str]) -> list[str]:
