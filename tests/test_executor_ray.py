@@ -489,8 +489,17 @@ def test_a_replica_stops_its_server_when_idle_and_starts_it_again(cluster: Clust
 
 
 def test_sigint_cancels_the_cluster_s_episodes_and_a_rerun_finishes(cluster: Cluster, tmp_path: Path) -> None:
+    """Every episode past its first turn (its checkpoint on the driver) and waiting 30 s for its
+    second: the first SIGINT drains, the second, half a second later, cancels them all at once (with
+    calls of a few seconds, the episodes' turns could all end between the two signals: drained, not
+    cancelled, which failed a CI run)."""
     script = tmp_path / "script.json"
-    model = write_script(script, delay=2.0)
+    write_script(script)
+    slow = json.loads(script.read_text())
+    for response in slow["responses"][1:]:
+        response["delay"] = 30.0
+    script.write_text(json.dumps(slow))
+    model = f"replay:{os.path.relpath(script)}"
     run = tmp_path / "run"
     argv = [*HARNESS, "eval", "--model", model, "--tasks", "smoke", "--seeds", "2", "--executor", "ray"]
     argv += ["--ray-address", cluster.address, "--concurrency", "2", "--run-dir", str(run)]
@@ -500,10 +509,10 @@ def test_sigint_cancels_the_cluster_s_episodes_and_a_rerun_finishes(cluster: Clu
             argv, stdout=subprocess.DEVNULL, stderr=fh, cwd=REPO, env={**os.environ, "COLUMNS": "200"}
         )
     try:
-        deadline = time.monotonic() + 120
-        while "replica(s) on" not in err.read_text() and time.monotonic() < deadline:
+        deadline = time.monotonic() + 180
+        while len(list(run.glob("episodes/*/*/*/checkpoint/journal"))) < 6:
+            assert proc.poll() is None and time.monotonic() < deadline, err.read_text()[-3000:]
             time.sleep(0.2)
-        time.sleep(3)  # episodes in flight on the nodes (each model call takes 2 s)
         proc.send_signal(signal.SIGINT)  # the first: a graceful stop (the turns in flight may end)
         time.sleep(0.5)
         started = time.monotonic()
@@ -513,7 +522,7 @@ def test_sigint_cancels_the_cluster_s_episodes_and_a_rerun_finishes(cluster: Clu
     finally:
         proc.kill()
     (last,) = [x for x in err.read_text().splitlines() if x.startswith("harness: stopped by SIGINT: ")]
-    assert "running episode(s) stopped" in last and "none of them recorded" in last, last
+    assert "6 running episode(s) stopped" in last and "none of them recorded" in last, last
     assert not (run / "episodes.jsonl").exists() or not (run / "episodes.jsonl").read_text().strip()
     write_script(script)  # the same model, now without the delay
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=REPO)
