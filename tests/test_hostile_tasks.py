@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -111,6 +112,41 @@ def test_sigterm_to_tasks_verify_stops_within_seconds_and_ends_the_tests(
     if runtime == "docker":
         assert ours() == [], "a container outlived the stop"
     _wait_for(lambda: not _marked(mark), 10, "the tests' processes to end")
+
+
+def test_a_check_whose_tests_the_stop_ends_is_counted_as_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stop kills the running tests first; a check whose tests end leaves its sandbox at once.
+    It was stopped all the same: counted after the kill, it was missed now and then (a CI run said
+    "1 running task check(s) stopped" of two). Here its check always leaves before the count."""
+    from types import SimpleNamespace
+
+    from harness.tasks import oracle
+
+    sandboxes = oracle._OpenSandboxes()
+    inside, ended, left = threading.Event(), threading.Event(), threading.Event()
+
+    class Box:  # a sandbox: hashable, as the open ones are kept in a set
+        def close(self) -> None:
+            pass
+
+    runtime = SimpleNamespace(open=lambda *a, **k: Box())
+
+    def check() -> None:
+        with sandboxes.open(runtime, SimpleNamespace(id="t"), Path("work"), "reference"):  # type: ignore[arg-type]
+            inside.set()
+            ended.wait(10)
+        left.set()
+
+    def kill() -> None:  # its tests end, and it has left before the stop looks again
+        ended.set()
+        assert left.wait(10)
+
+    monkeypatch.setattr(oracle, "kill_running_tests", kill)
+    worker = threading.Thread(target=check)
+    worker.start()
+    assert inside.wait(10)
+    assert sandboxes.halt() == 1
+    worker.join(10)
 
 
 def harbor_task(root: Path, name: str, test_sh: str, toml: str = 'version = "1.0"\n') -> Path:

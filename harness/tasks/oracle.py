@@ -109,15 +109,19 @@ class _OpenSandboxes:
         """Stop every check now: open sandboxes closed (containers removed), those being made
         waited for (briefly) and closed by their own thread; the number of checks stopped."""
         self.stop.set()
+        with self._lock:
+            # counted before the kill: a check whose tests it ends leaves on its own at once, and
+            # was stopped all the same (counted after, one was missed now and then)
+            running = len(self._open)
         kill_running_tests()
         with self._lock:
             self._lock.wait_for(lambda: self._opening == 0, timeout=_OPENING_WAIT_S)
-            boxes = list(self._open)
+            boxes = list(self._open)  # none joins once stop is set
             self._open.clear()
         for box in boxes:
             with contextlib.suppress(Exception):  # already gone is fine
                 box.close()
-        return len(boxes)
+        return running
 
 
 def _default_sandbox() -> "SandboxConfig":
