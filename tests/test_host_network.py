@@ -70,7 +70,7 @@ def _fetch(port: int) -> str:
 
 
 def _read_from_image(client, tag: str, path: str) -> str:  # type: ignore[no-untyped-def]
-    """A file of the image, copied out of a container that never starts: attaching to a container's
+    """A file of the image, copied out of a container that never starts: following a container's
     output hung past its exit once on podman's API (a CI run's 600 s timeout), a copy has no stream
     to wait on."""
     container = client.containers.create(tag, ["true"], network_mode="none")
