@@ -42,9 +42,10 @@ def call(name: str, **args: object) -> ScriptedCall:
     return ScriptedCall(name=name, arguments=args)
 
 
-def write_script(path: Path, delay: float = 0.0) -> str:
+def write_script(path: Path, delay: float = 0.0, later: float = 0.0) -> str:
     """Turn by turn: a call with a bad parameter (a format error), a command that solves hello-file
-    (and nothing else), finish. The same for every episode, wherever it runs."""
+    (and nothing else), finish. The same for every episode, wherever it runs. ``later``: seconds
+    more before each answer after the first."""
     script = ReplayScript(
         model=MODEL,
         pick="by_turn",
@@ -53,9 +54,11 @@ def write_script(path: Path, delay: float = 0.0) -> str:
         responses=[
             ScriptedResponse(content="Looking.", tool_calls=[call("terminal", cmd="ls")]),
             ScriptedResponse(
-                content="Writing.", tool_calls=[call("terminal", command="echo 'Hello, world!' > hello.txt")]
+                content="Writing.",
+                tool_calls=[call("terminal", command="echo 'Hello, world!' > hello.txt")],
+                delay=later,
             ),
-            ScriptedResponse(tool_calls=[call("finish", message="done")]),
+            ScriptedResponse(tool_calls=[call("finish", message="done")], delay=later),
         ],
     )
     path.write_text(script.model_dump_json())
@@ -494,12 +497,7 @@ def test_sigint_cancels_the_cluster_s_episodes_and_a_rerun_finishes(cluster: Clu
     calls of a few seconds, the episodes' turns could all end between the two signals: drained, not
     cancelled, which failed a CI run)."""
     script = tmp_path / "script.json"
-    write_script(script)
-    slow = json.loads(script.read_text())
-    for response in slow["responses"][1:]:
-        response["delay"] = 30.0
-    script.write_text(json.dumps(slow))
-    model = f"replay:{os.path.relpath(script)}"
+    model = write_script(script, later=30.0)
     run = tmp_path / "run"
     argv = [*HARNESS, "eval", "--model", model, "--tasks", "smoke", "--seeds", "2", "--executor", "ray"]
     argv += ["--ray-address", cluster.address, "--concurrency", "2", "--run-dir", str(run)]
