@@ -1,0 +1,185 @@
+"""Where the suite's time goes: each test's wall time with the real components it started.
+
+A pytest plugin, off unless asked for (it samples the process table from a thread, which costs a
+little CPU): ``pytest -p tests.helpers.suite_profile --suite-profile=PATH``. For each test it writes
+one JSON line to PATH (node id, file, seconds for setup + call + teardown, outcome, and the processes
+first seen while it ran, counted by kind) and prints two tables at the end: seconds by file and by
+component. A test's component is the most expensive kind it started (vLLM > Ray > container > SSH >
+browser > CLI subprocess > other subprocess > none); the seconds it spent in ``time.sleep`` on its
+own thread are counted too (polling loops included: the waiting a test does on its own).
+
+Processes are seen by sampling, every 0.2 s, so one that lives shorter than that may be missed: a CLI
+run (an interpreter start and the imports) lives longer, a container's conmon lives as long as the
+container.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+KINDS = ("vllm", "ray", "container", "ssh", "browser", "cli", "subprocess", "none")
+
+
+def kind_of(name: str, cmdline: list[str]) -> str | None:
+    """The component a new process belongs to, or None for one that is not worth counting (a shell
+    or a tool the harness calls, counted as 'subprocess' only when it is the test's own child)."""
+    cmd = " ".join(cmdline)
+    if "vllm.entrypoints" in cmd or name.startswith("VLLM::") or cmd.startswith("VLLM::"):
+        return "vllm"
+    if name in ("raylet", "gcs_server") or "ray/_private" in cmd or "ray::" in name or "ray::" in cmd:
+        return "ray"
+    if name == "conmon":
+        return "container"
+    if name in ("sshd", "ssh"):
+        return "ssh"
+    if "chrom" in name:
+        return "browser"
+    if "harness.cli" in cmd or (len(cmdline) > 1 and cmdline[1].endswith("/harness")):
+        return "cli"
+    return None
+
+
+class Sampler:
+    """Every new process system-wide, by kind, attributed to the test running when it appeared."""
+
+    def __init__(self, interval: float = 0.2) -> None:
+        self.interval = interval
+        self.seen: set[tuple[int, float]] = set()
+        self.current: Counter[str] | None = None
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.me = psutil.Process()
+        self._scan(count=False)
+        self.thread = threading.Thread(target=self._loop, name="suite-profile", daemon=True)
+        self.thread.start()
+
+    def _scan(self, count: bool = True) -> None:
+        children = {p.pid for p in self.me.children(recursive=True)}
+        for proc in psutil.process_iter(["pid", "name", "cmdline", "create_time"]):
+            key = (proc.info["pid"], proc.info["create_time"] or 0.0)
+            if key in self.seen:
+                continue
+            self.seen.add(key)
+            if not count:
+                continue
+            kind = kind_of(proc.info["name"] or "", proc.info["cmdline"] or [])
+            if kind is None and proc.info["pid"] in children:
+                kind = "subprocess"
+            if kind is not None:
+                with self.lock:
+                    if self.current is not None:
+                        self.current[kind] += 1
+
+    def _loop(self) -> None:
+        while not self.stop.wait(self.interval):
+            try:
+                self._scan()
+            except (psutil.Error, OSError):  # a process went away mid-scan: the next one sees the rest
+                continue
+
+    def begin(self) -> None:
+        with self.lock:
+            self.current = Counter()
+
+    def end(self) -> Counter[str]:
+        self._scan()  # what started just before the end
+        with self.lock:
+            got, self.current = self.current or Counter(), None
+        return got
+
+
+class SuiteProfile:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text("")
+        self.sampler = Sampler()
+        self.rows: list[dict[str, Any]] = []
+        self.slept = 0.0
+        self.main = threading.get_ident()
+        real_sleep = time.sleep
+
+        def counting_sleep(seconds: float) -> None:
+            if threading.get_ident() == self.main:
+                self.slept += max(0.0, seconds)
+            real_sleep(seconds)
+
+        time.sleep = counting_sleep  # type: ignore[assignment]
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+        self.sampler.begin()
+        self.slept = 0.0
+        t0 = time.monotonic()
+        outcome = {"value": "passed"}
+        item.stash[_OUTCOME] = outcome
+        yield
+        seconds = time.monotonic() - t0
+        started = self.sampler.end()
+        kind = next((k for k in KINDS if started.get(k)), "none")
+        row = {
+            "nodeid": item.nodeid,
+            "file": item.nodeid.split("::")[0],
+            "seconds": round(seconds, 3),
+            "outcome": outcome["value"],
+            "component": kind,
+            "started": dict(started),
+            "slept_s": round(self.slept, 3),
+            "markers": sorted({m.name for m in item.iter_markers()} - {"timeout", "parametrize"}),
+        }
+        self.rows.append(row)
+        with self.path.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+        report = (yield).get_result()
+        outcome = item.stash.get(_OUTCOME, None)
+        if outcome is not None and report.outcome != "passed" and outcome["value"] == "passed":
+            outcome["value"] = report.outcome
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        self.sampler.stop.set()
+        tr = terminalreporter
+        by_file: dict[str, list[float]] = defaultdict(list)
+        by_kind: dict[str, list[float]] = defaultdict(list)
+        for row in self.rows:
+            by_file[row["file"]].append(row["seconds"])
+            by_kind[row["component"]].append(row["seconds"])
+        total = sum(r["seconds"] for r in self.rows) or 1.0
+        tr.write_sep("=", f"suite profile ({self.path})")
+        tr.write_line(f"{'component':<12} {'tests':>6} {'seconds':>9} {'share':>6}")
+        for kind in KINDS:
+            if kind in by_kind:
+                s = sum(by_kind[kind])
+                tr.write_line(f"{kind:<12} {len(by_kind[kind]):>6} {s:>9.1f} {s / total:>6.1%}")
+        tr.write_line(f"{'slept':<12} {'':>6} {sum(r['slept_s'] for r in self.rows):>9.1f}")
+        tr.write_line("")
+        tr.write_line(f"{'file':<48} {'tests':>6} {'seconds':>9}")
+        for name, secs in sorted(by_file.items(), key=lambda kv: -sum(kv[1])):
+            tr.write_line(f"{name:<48} {len(secs):>6} {sum(secs):>9.1f}")
+
+
+_OUTCOME = pytest.StashKey[dict[str, str]]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--suite-profile",
+        metavar="PATH",
+        help="write each test's seconds and the components it started to PATH (JSON lines)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    path = config.getoption("--suite-profile")
+    if path:
+        config.pluginmanager.register(SuiteProfile(Path(path)), "suite-profile")
