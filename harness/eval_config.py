@@ -83,6 +83,12 @@ class EvalConfig(BaseModel):
     temperature: float | None = Field(
         None, ge=0, le=2, description="Sampling temperature (default: the scaffold's)."
     )
+    max_output_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="Tokens one model turn may generate (default: the scaffold's).",
+        json_schema_extra={"metavar": "N"},
+    )
     base_url: str | None = Field(
         None, description="Use this OpenAI-compatible server instead of starting vLLM."
     )

@@ -103,13 +103,14 @@ def _scaffolds_hash(arms: dict[str, Arm]) -> str:
 
 def _sampling(config: EvalConfig, scaffold: Scaffold) -> dict[str, Any]:
     """The sampling parameters every request sends (run.json's record of them)."""
-    given = config.temperature is not None
+    flags = (("--temperature", config.temperature), ("--max-output-tokens", config.max_output_tokens))
+    given = ", ".join(flag for flag, value in flags if value is not None)
     return {
-        "temperature": config.temperature if given else scaffold.sampling.temperature,
+        "temperature": scaffold.sampling.temperature if config.temperature is None else config.temperature,
         "top_p": scaffold.sampling.top_p,
-        "max_output_tokens": scaffold.sampling.max_output_tokens,
+        "max_output_tokens": config.max_output_tokens or scaffold.sampling.max_output_tokens,
         "seed": "the episode's seed",
-        "source": "--temperature" if given else f"the {scaffold.name} scaffold's default",
+        "source": given or f"the {scaffold.name} scaffold's default",
     }
 
 

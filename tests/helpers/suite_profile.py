@@ -1,7 +1,9 @@
 """Where the suite's time goes: each test's wall time with the real components it started.
 
-A pytest plugin, off unless asked for (it samples the process table from a thread, which costs a
-little CPU): ``pytest -p tests.helpers.suite_profile --suite-profile=PATH``. For each test it writes
+A pytest plugin (tests/conftest.py loads it), off unless asked for (it samples the process table
+from a thread, which costs a little CPU): ``HARNESS_SUITE_PROFILE=PATH pytest ...`` (an environment
+variable, not a flag: the suite runs pytest itself in task directories, where a flag of ours would be
+unknown). For each test it writes
 one JSON line to PATH (node id, file, seconds for setup + call + teardown, outcome, and the processes
 first seen while it ran, counted by kind) and prints two tables at the end: seconds by file and by
 component. A test's component is the most expensive kind it started (vLLM > Ray > container > SSH >
@@ -16,6 +18,7 @@ container.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections import Counter, defaultdict
@@ -171,15 +174,6 @@ class SuiteProfile:
 _OUTCOME = pytest.StashKey[dict[str, str]]()
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption(
-        "--suite-profile",
-        metavar="PATH",
-        help="write each test's seconds and the components it started to PATH (JSON lines)",
-    )
-
-
 def pytest_configure(config: pytest.Config) -> None:
-    path = config.getoption("--suite-profile")
-    if path:
+    if path := os.environ.get("HARNESS_SUITE_PROFILE"):
         config.pluginmanager.register(SuiteProfile(Path(path)), "suite-profile")

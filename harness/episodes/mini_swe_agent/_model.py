@@ -50,6 +50,7 @@ class ChatModel:
         temperature: float | None,
         stop: threading.Event,
         deadline: float | None,
+        max_output_tokens: int | None = None,
     ) -> None:
         self.scaffold = scaffold
         self.config = scaffold.config
@@ -59,7 +60,7 @@ class ChatModel:
             "model": name,
             "temperature": sampling.temperature if temperature is None else temperature,
             "top_p": sampling.top_p,
-            "max_tokens": sampling.max_output_tokens,
+            "max_tokens": max_output_tokens or sampling.max_output_tokens,
         }
         if seed is not None:
             self.request["seed"] = seed

@@ -93,6 +93,7 @@ class MiniSweAgentRunner:
             scaffold=msa,
             seed=spec.seed,
             temperature=spec.temperature,
+            max_output_tokens=spec.max_output_tokens,
             stop=stop,
             deadline=deadline,
         )

@@ -54,6 +54,7 @@ def run_sdk_episode(
     sdk_stuck_detection: bool = True,
     time_limit_s: float | None = None,
     temperature: float | None = None,
+    max_output_tokens: int | None = None,
     tool_params: dict[str, dict[str, Any]] | None = None,
     sandbox_failure: Callable[[], BaseException | None] | None = None,
     stop: threading.Event | None = None,
@@ -87,6 +88,7 @@ def run_sdk_episode(
         scaffold=scaffold,
         seed=seed,
         temperature=temperature,
+        max_output_tokens=max_output_tokens,
         completions_dir=completions,
     )
     agent = build_agent(scaffold, llm, tool_params=tool_params)

@@ -63,6 +63,7 @@ class OpenHandsRunner:
                 max_iterations=spec.max_iterations,
                 loop_config=self.loop_config,
                 temperature=spec.temperature,
+                max_output_tokens=spec.max_output_tokens,
                 time_limit_s=spec.time_limit_s,
                 stop=stop,
                 checkpoint=spec.checkpoint,

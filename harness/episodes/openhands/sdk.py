@@ -80,6 +80,7 @@ def build_llm(
     scaffold: Scaffold,
     seed: int | None = None,
     temperature: float | None = None,
+    max_output_tokens: int | None = None,
     completions_dir: Path | None = None,
     timeout: float = 600,
 ) -> Any:
@@ -94,7 +95,7 @@ def build_llm(
         temperature=scaffold.sampling.temperature if temperature is None else temperature,
         top_p=scaffold.sampling.top_p,
         seed=seed,
-        max_output_tokens=scaffold.sampling.max_output_tokens,
+        max_output_tokens=max_output_tokens or scaffold.sampling.max_output_tokens,
         num_retries=1,  # tenacity's stop_after_attempt: one attempt; the harness decides retries
         timeout=timeout,
         native_tool_calling=scaffold.native_tool_calling,
