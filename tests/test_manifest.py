@@ -13,10 +13,10 @@ from harness.evaluate import EvalConfig, run_eval
 from harness.replay import ReplayScript, ReplayServer, ScriptedCall, ScriptedResponse
 from harness.server.endpoint import ExternalEndpoint
 from tests.conftest import REPO, run_harness
+from tests.helpers.shared_vllm import TOOLCALL_LORA as LORA
 
 pytestmark = pytest.mark.timeout(300)
 
-LORA = Path("/work/shared/models/smollm2-135m-toolcall-lora")
 FINISH = ScriptedResponse(tool_calls=[ScriptedCall(name="finish", arguments={"message": "done"})])
 SECRET = "sk-manifest-test-4f1d9c0b7e"
 
@@ -218,6 +218,7 @@ def test_runs_made_before_the_manifest_resume_and_compare_as_before(tmp_path: Pa
 
 
 @pytest.mark.vllm
+@pytest.mark.slow
 @pytest.mark.timeout(1500)
 def test_real_vllm_run_manifest_and_a_changed_adapter_refused(
     bundled_model: Path, tmp_path: Path, no_vllm_left: None
@@ -241,6 +242,7 @@ def test_real_vllm_run_manifest_and_a_changed_adapter_refused(
     run = tmp_path / "run"
     argv = [
         *HARNESS, "eval", "--model", str(adapter), "--tasks", "smoke", "--limit", "1", "--max-iterations", "1",
+        "--max-output-tokens", "48",
         "--scaffold", "mini-swe-agent", "--runtime", "local", "--idle-timeout", "120", "--run-dir", str(run),
     ]  # fmt: skip
     log = (tmp_path / "stderr").open("w")

