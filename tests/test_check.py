@@ -50,7 +50,7 @@ def test_check_names_the_fix_for_a_wrong_parser_and_for_one_the_tokenizer_cannot
     """`harness check --model` starts its own server with the parser asked for."""
     # A parser that loads but reads another format: the hermes calls stay in the text.
     bad = run_harness(
-        "check", "--model", "smollm2-135m", "--max-model-len", "2048", "--tool-call-parser", "pythonic",
+        "check", "--model", "smollm2-135m", "--max-model-len", "4096", "--tool-call-parser", "pythonic",
         "--json", "--run-dir", str(tmp_path / "bad"), timeout=400,
     )  # fmt: skip
     assert bad.returncode == 1, bad.stderr[-2000:]
@@ -63,7 +63,7 @@ def test_check_names_the_fix_for_a_wrong_parser_and_for_one_the_tokenizer_cannot
     # llama3_json needs the <|python_tag|> token, which SmolLM2's tokenizer lacks: vLLM refuses to
     # start, and the harness says why in one line.
     refused = run_harness(
-        "check", "--model", "smollm2-135m", "--max-model-len", "2048", "--tool-call-parser", "llama3_json",
+        "check", "--model", "smollm2-135m", "--max-model-len", "4096", "--tool-call-parser", "llama3_json",
         "--run-dir", str(tmp_path / "refused"), timeout=400,
     )  # fmt: skip
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
