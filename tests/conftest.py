@@ -138,7 +138,54 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: "vllm_server" not in getattr(item, "fixturenames", ()))
 
 
-def run_harness(*args: str, timeout: float = 120, **kw: object) -> subprocess.CompletedProcess[str]:
+def run_harness(
+    *args: str, timeout: float = 120, env: dict[str, str] | None = None, cwd: Path | str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`harness ARGS` in this process: the main() the console script calls, with what a fresh
+    process would have (``env`` as its whole environment, ``cwd``, the consoles' width from
+    COLUMNS, SIGTERM's handler and the once-per-process notes put back afterwards), its stdout,
+    stderr and exit code captured. An interpreter start and the imports cost 0.6-1.9 s a run; a
+    test whose point is the process (a signal, an import, a closed pipe) uses run_harness_process.
+    ``timeout`` is the subprocess variant's; here pytest-timeout bounds the test."""
+    import contextlib
+    import io
+    import signal
+
+    from harness import cli, progress
+    from harness.server import config as server_config
+
+    out, err = io.StringIO(), io.StringIO()
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    saved_term = signal.getsignal(signal.SIGTERM)
+    widths = [(c, c._width) for c in (cli.out, progress.console)]
+    try:
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
+        os.chdir(cwd or REPO)
+        columns = os.environ.get("COLUMNS", "")
+        for console, _ in widths:  # as make_console() sizes a console writing to a pipe
+            console.width = int(columns) if columns.isdigit() else 1000
+        server_config._announced.clear()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = cli.main(list(args))
+            except SystemExit as exc:  # argparse's errors and --help, SIGTERM's handler
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+                if isinstance(exc.code, str):
+                    print(exc.code, file=sys.stderr)
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        signal.signal(signal.SIGTERM, saved_term)
+        for console, width in widths:
+            console._width = width
+    return subprocess.CompletedProcess([*HARNESS, *args], code, out.getvalue(), err.getvalue())
+
+
+def run_harness_process(*args: str, timeout: float = 120, **kw: object) -> subprocess.CompletedProcess[str]:
+    """`harness ARGS` as its own process (python -m harness.cli): where the process is the point."""
     return subprocess.run(
         [*HARNESS, *args], capture_output=True, text=True, timeout=timeout, cwd=kw.pop("cwd", REPO), **kw
     )  # type: ignore[call-overload]
