@@ -132,10 +132,34 @@ def no_vllm_left() -> Iterator[None]:
     assert not left, f"vLLM processes left behind: {[p.pid for p in left]}"
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m deselects: the slow mark it adds counts
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test on the shared vLLM server first, so that it starts once (a test with its own
-    server stops it); the rest keep their order."""
-    items.sort(key=lambda item: "vllm_server" not in getattr(item, "fixturenames", ()))
+    """The order, and the groups pytest-xdist (the README's ``-n 2``) keeps on one worker.
+
+    Every test that starts or shares a vLLM server is in the group ``vllm``: one vLLM per machine
+    (the harness refuses a second on a device), so they run one after another on one worker, those
+    on the shared server first (it starts once; a test with its own server stops it). Every other
+    test is grouped with its module (its module-scoped fixtures: one Ray cluster, one set of
+    images), the modules with slow tests first: the longest work starts first and the two workers
+    end together. ``vllm`` marks imply ``slow``."""
+
+    def module(item: pytest.Item) -> str:
+        return item.nodeid.split("::")[0]
+
+    slow_modules = {module(item) for item in items if item.get_closest_marker("slow")}
+    for item in items:
+        if item.get_closest_marker("vllm"):
+            item.add_marker(pytest.mark.slow)
+            item.add_marker(pytest.mark.xdist_group("vllm"))
+        else:
+            item.add_marker(pytest.mark.xdist_group(module(item)))
+
+    def order(item: pytest.Item) -> tuple[int, int]:
+        if item.get_closest_marker("vllm"):
+            return (0, 0 if "vllm_server" in getattr(item, "fixturenames", ()) else 1)
+        return (1 if module(item) in slow_modules else 2, 0)
+
+    items.sort(key=order)
 
 
 def run_harness(
@@ -152,6 +176,7 @@ def run_harness(
     import signal
 
     from harness import cli, progress
+    from harness.runtime import engine
     from harness.server import config as server_config
 
     out, err = io.StringIO(), io.StringIO()
@@ -167,6 +192,9 @@ def run_harness(
         for console, _ in widths:  # as make_console() sizes a console writing to a pipe
             console.width = int(columns) if columns.isdigit() else 1000
         server_config._announced.clear()
+        other_engine = os.environ.get("DOCKER_HOST") != saved_env.get("DOCKER_HOST")
+        if other_engine:  # the engine's client is found once per process, from DOCKER_HOST
+            engine.reset()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
                 code = cli.main(list(args))
@@ -178,6 +206,8 @@ def run_harness(
         os.chdir(saved_cwd)
         os.environ.clear()
         os.environ.update(saved_env)
+        if env is not None and env.get("DOCKER_HOST") != saved_env.get("DOCKER_HOST"):
+            engine.reset()
         signal.signal(signal.SIGTERM, saved_term)
         for console, width in widths:
             console._width = width

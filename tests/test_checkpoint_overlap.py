@@ -15,12 +15,16 @@ from harness.resume.files import Generation, LocalFiles
 
 
 class SlowFiles:
-    """A real workspace's snapshots, each taking ``delay`` seconds longer (a large tree, a slow disk)."""
+    """A real workspace's snapshots, each taking ``delay`` seconds longer (a large tree, a slow disk),
+    and held until ``gate`` is set when one is given."""
 
-    def __init__(self, root: Path, delay: float, fail: bool = False) -> None:
+    def __init__(
+        self, root: Path, delay: float = 0.0, fail: bool = False, gate: threading.Event | None = None
+    ) -> None:
         self.files = LocalFiles(root)
-        self.delay, self.fail = delay, fail
+        self.delay, self.fail, self.gate = delay, fail, gate
         self.started = threading.Event()
+        self.finished = threading.Event()
 
     def baseline(self) -> None:
         self.files.baseline()
@@ -28,6 +32,9 @@ class SlowFiles:
     def snapshot(self, root: Path, turn: int) -> Generation:
         self.started.set()
         time.sleep(self.delay)
+        if self.gate is not None:
+            assert self.gate.wait(60), "the test never released the save"
+        self.finished.set()
         if self.fail:
             raise OSError(28, "No space left on device")
         return self.files.snapshot(root, turn)
@@ -62,19 +69,29 @@ def workspace(tmp_path: Path) -> Path:
 def test_a_runner_that_calls_before_tools_does_not_wait_for_the_files(
     tmp_path: Path, workspace: Path
 ) -> None:
-    files = SlowFiles(workspace, delay=0.5)
+    """The save runs beside the episode (held at a gate here, as a large tree or a slow disk holds
+    it): turn_done returns while it runs, before_tools waits for it, and the episode's wait is the
+    save less the model's thinking."""
+    gate = threading.Event()
+    files = SlowFiles(workspace, gate=gate)
     ck = checkpoint(tmp_path, files)
     messages = [{"role": "user", "content": "go"}]
     ck.before_tools()  # the runner's first tool call: it calls before_tools, so saves may overlap
     (workspace / "a.txt").write_text("turn 1\n")
-    started = time.monotonic()
-    assert ck.turn_done(1, lambda: {"messages": messages}) is False
-    assert time.monotonic() - started < 0.3  # the files are saved beside the episode
+    assert ck.turn_done(1, lambda: {"messages": messages}) is False  # returned, the save held
+    assert files.started.wait(5) and not files.finished.is_set()  # the files are saved beside the episode
     messages.append({"role": "assistant", "content": "next"})  # the runner's next turn begins
-    assert files.started.wait(5)
-    time.sleep(0.4)  # the model thinks
-    ck.before_tools()  # the tool may not change a file before the save has read it
-    assert time.monotonic() - started >= 0.5
+    thinking = 0.4
+    time.sleep(thinking)  # the model thinks, the save still held
+    waiter = threading.Thread(
+        target=ck.before_tools
+    )  # the tool may not change a file before the save has read it
+    waiter.start()
+    waiter.join(0.3)
+    assert waiter.is_alive(), "before_tools did not wait for the save"
+    gate.set()
+    waiter.join(10)
+    assert not waiter.is_alive() and files.finished.is_set()
     # the checkpoint is the turn's: its state as it was at turn_done, its files as the turn left them
     assert lines(tmp_path) == [{"messages": [{"role": "user", "content": "go"}]}]
     (workspace / "a.txt").write_text("turn 2\n")
@@ -86,7 +103,8 @@ def test_a_runner_that_calls_before_tools_does_not_wait_for_the_files(
     (fresh / "a.txt").write_text("a\n")
     LocalFiles(fresh).restore(tmp_path / "ep" / DIR, marker.tars, marker.paths)
     assert (fresh / "a.txt").read_text() == "turn 1\n"
-    assert ck.seconds < 0.5 * ck.save_seconds  # what the episode waited: the save less the thinking
+    # What the episode waited is less than the save took: the thinking overlapped it.
+    assert ck.save_seconds >= thinking and ck.seconds < ck.save_seconds
 
 
 def test_a_runner_that_never_calls_before_tools_has_its_files_saved_within_turn_done(

@@ -24,7 +24,7 @@ import pytest
 from harness.evaluate import EvalConfig, ExecutorConfig, run_eval
 from harness.replay import ReplayScript, ReplayServer, ScriptedCall, ScriptedResponse
 from harness.results.store import RunStore
-from tests.conftest import HARNESS, REPO, run_harness, vllm_processes
+from tests.conftest import HARNESS, REPO, run_harness, run_harness_process, vllm_processes
 
 try:  # missing, it fails loudly (as the vLLM environment does), not a quiet skip
     import ray
@@ -245,7 +245,9 @@ def test_checkpoints_reach_the_driver_as_tails_with_the_journal_line_last(
     """Four checkpoints of an episode in a node's scratch directory, shipped through a real mailbox
     actor: each shipment holds only what the checkpoint appended to the data file and journal and
     the new bytes of a record that grew (a rewritten file whole, the sandbox's files never), the
-    journal's piece last; written on the driver, they make the same checkpoint, loadable there."""
+    journal's piece last; written on the driver, they make the same checkpoint, loadable there. A
+    file that vanishes between the walk and its read is left out, not the checkpoint (it was: a
+    drained episode's last checkpoint lost, its rerun a turn early, a CI failure)."""
     from harness.cluster.mirror import Mailbox, Mirror, write_shipment
     from harness.resume.checkpoint import DIR, EpisodeCheckpoint, load
     from harness.resume.files import DATA, LocalFiles
@@ -267,6 +269,17 @@ def test_checkpoints_reach_the_driver_as_tails_with_the_journal_line_last(
             with (edir / "records.jsonl").open("a") as fh:
                 fh.write(f"turn {turn}\n")  # a runner's record, appended to
             (edir / "state.json").write_text(json.dumps({"turn": turn}))  # one rewritten whole
+            if turn == 3:  # a file gone between the mirror's walk and its read, as the SDK's event-count
+                marker = edir / ".count-3"  # marker is: skipped, the checkpoint still ships
+                marker.write_text("")
+                walk = mirror._walk
+
+                def racing_walk(walk: Any = walk, marker: Path = marker) -> Any:
+                    listed = walk()
+                    marker.unlink(missing_ok=True)
+                    return listed
+
+                mirror._walk = racing_walk  # type: ignore[method-assign]
             checkpoint.turn_done(turn, lambda t=turn: {"turn": t})
             deadline = time.monotonic() + 30
             while not (shipped := ray.get(mailbox.take.remote())) and time.monotonic() < deadline:
@@ -539,7 +552,8 @@ def free_port() -> int:
 def test_no_cluster_at_the_address_is_one_line(tmp_path: Path) -> None:
     address = f"127.0.0.1:{free_port()}"
     model = write_script(tmp_path / "script.json")
-    done = run_harness(
+    # its own process: this one is connected to the module's cluster
+    done = run_harness_process(
         "eval",
         "--model",
         model,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_harness
+from tests.conftest import run_harness, run_harness_process
 from tests.helpers.registry import forget, has_manifest, publish, registry_address
 
 pytestmark = pytest.mark.timeout(600)
@@ -200,13 +200,14 @@ def test_a_registry_that_asks_for_a_password_gets_the_engine_s_login_and_no_cred
         return {**WIDE, "DOCKER_CONFIG": str(home)}
 
     try:
-        ok = run_harness(
+        # Processes of their own: a user's login is read from the environment a harness starts in.
+        ok = run_harness_process(
             "tasks", "verify", str(task), "--runtime", "docker", timeout=300, env=with_login(password)
         )
         assert ok.returncode == 0 and f"pulled {ref}" in ok.stderr, ok.stdout + ok.stderr
         forget(client, ref)  # pulled again with the wrong password, next
         wrong = "not-" + password
-        denied = run_harness(
+        denied = run_harness_process(
             "tasks", "verify", str(task), "--runtime", "docker", timeout=300, env=with_login(wrong)
         )
         assert denied.returncode == 1, denied.stdout + denied.stderr

@@ -12,7 +12,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -100,10 +99,18 @@ def test_agent_tools_import_at_the_hosts_versions(
     assert out.strip().splitlines()[-1] == host, out
 
 
-def test_second_ensure_is_a_cache_hit(client: docker.DockerClient, image: str) -> None:
-    start = time.monotonic()
+def test_second_ensure_is_a_cache_hit(
+    client: docker.DockerClient, image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The image in the engine is used as it is: nothing is built (the build would fail here)."""
+    before = client.images.get(image).id
+
+    def no_build(*_: object, **__: object) -> None:
+        raise AssertionError("the sandbox image was built again")
+
+    monkeypatch.setattr("harness.runtime.images._build", no_build)
     assert ensure_sandbox_image(client) == image == sandbox_image_ref()
-    assert time.monotonic() - start < 2.0
+    assert client.images.get(image).id == before
 
 
 def _path_without_podman() -> str:

@@ -225,7 +225,16 @@ class Mirror:
             shipped = files.get(rel)
             if shipped is not None and shipped[0] == facts:
                 continue
-            piece, size, tail = _file_piece(self._out / rel, rel, shipped)
+            try:
+                piece, size, tail = _file_piece(self._out / rel, rel, shipped)
+            except FileNotFoundError:
+                # Gone since the walk: a writer's temporary file renamed, the SDK's event-count
+                # marker replaced. Skipped, not fatal: an error here dropped the episode's last
+                # checkpoint (seen under load: a drained Ray episode resumed a turn early).
+                if rel in files:
+                    removed.append(rel)
+                    del files[rel]
+                continue
             pieces.append(piece)
             files[rel] = ((facts[0], size, facts[2]), tail)  # the size shipped (it may have grown since)
         if data_end > self._data:

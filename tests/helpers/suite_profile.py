@@ -100,10 +100,11 @@ class Sampler:
 
 
 class SuiteProfile:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, worker: bool) -> None:
         self.path = path
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text("")
+        if not worker:  # pytest-xdist's workers append to the file their controller started
+            self.path.write_text("")
         self.sampler = Sampler()
         self.rows: list[dict[str, Any]] = []
         self.slept = 0.0
@@ -152,6 +153,8 @@ class SuiteProfile:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         self.sampler.stop.set()
         tr = terminalreporter
+        if not self.rows:  # the controller of pytest-xdist's workers: the rows they wrote
+            self.rows = [json.loads(line) for line in self.path.read_text().splitlines() if line]
         by_file: dict[str, list[float]] = defaultdict(list)
         by_kind: dict[str, list[float]] = defaultdict(list)
         for row in self.rows:
@@ -176,4 +179,5 @@ _OUTCOME = pytest.StashKey[dict[str, str]]()
 
 def pytest_configure(config: pytest.Config) -> None:
     if path := os.environ.get("HARNESS_SUITE_PROFILE"):
-        config.pluginmanager.register(SuiteProfile(Path(path)), "suite-profile")
+        worker = hasattr(config, "workerinput")
+        config.pluginmanager.register(SuiteProfile(Path(path), worker=worker), "suite-profile")
