@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 import psutil
 import pytest
 
+from tests.helpers import worker_groups
+
 if TYPE_CHECKING:
     from tests.helpers.shared_vllm import SharedVLLM
 
@@ -132,34 +134,36 @@ def no_vllm_left() -> Iterator[None]:
     assert not left, f"vLLM processes left behind: {[p.pid for p in left]}"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    worker_groups.configure(config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    worker_groups.unconfigure(config)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    return worker_groups.make_scheduler(config, log)
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m deselects: the slow mark it adds counts
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The order, and the groups pytest-xdist (the README's ``-n 2``) keeps on one worker.
-
-    Every test that starts or shares a vLLM server is in the group ``vllm``: one vLLM per machine
-    (the harness refuses a second on a device), so they run one after another on one worker, those
-    on the shared server first (it starts once; a test with its own server stops it). Every other
-    test is grouped with its module (its module-scoped fixtures: one Ray cluster, one set of
-    images), the modules with slow tests first: the longest work starts first and the two workers
-    end together. ``vllm`` marks imply ``slow``."""
-
-    def module(item: pytest.Item) -> str:
-        return item.nodeid.split("::")[0]
-
-    slow_modules = {module(item) for item in items if item.get_closest_marker("slow")}
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``vllm`` marks imply ``slow``; the order, and the groups a worker keeps together
+    (tests/helpers/worker_groups.py). The tests on the shared vLLM server first (it starts once; a
+    test with its own server stops it), then the other vLLM tests, then the modules with slow tests:
+    the longest work starts first and the two workers end together."""
+    slow_modules = {worker_groups.module(item) for item in items if item.get_closest_marker("slow")}
     for item in items:
         if item.get_closest_marker("vllm"):
             item.add_marker(pytest.mark.slow)
-            item.add_marker(pytest.mark.xdist_group("vllm"))
-        else:
-            item.add_marker(pytest.mark.xdist_group(module(item)))
 
     def order(item: pytest.Item) -> tuple[int, int]:
-        if item.get_closest_marker("vllm"):
+        if worker_groups.group(item) == worker_groups.VLLM:
             return (0, 0 if "vllm_server" in getattr(item, "fixturenames", ()) else 1)
-        return (1 if module(item) in slow_modules else 2, 0)
+        return (1 if worker_groups.module(item) in slow_modules else 2, 0)
 
     items.sort(key=order)
+    worker_groups.record(config, items)
 
 
 def run_harness(
