@@ -161,6 +161,7 @@ def by_turn_script(path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_auto_without_metrics_keeps_the_sandboxes_capacity_and_says_so_once(tmp_path: Path) -> None:
     """The replay server has no /metrics: auto runs as many as the sandboxes allow (a quarter of the
     host's cores each: 4 on any host, capped by --max-concurrency 3), says so once, and the progress

@@ -40,6 +40,7 @@ def client():  # type: ignore[no-untyped-def]
     return c
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["pkill -9 python", "kill -9 -1"])
 def test_killing_everything_it_can_costs_the_agent_its_shell_not_its_episode(
     client, tmp_path: Path, command: str
@@ -60,6 +61,7 @@ def test_killing_everything_it_can_costs_the_agent_its_shell_not_its_episode(
     assert containers_of(client, run) == []
 
 
+@pytest.mark.slow
 def test_an_agent_that_kills_every_new_shell_ends_its_episode_as_its_own_outcome(
     client, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
@@ -76,6 +78,7 @@ def test_an_agent_that_kills_every_new_shell_ends_its_episode_as_its_own_outcome
     assert containers_of(client, run) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["pkill -9 python", "kill -9 -1"])
 def test_a_root_agent_that_kills_its_tool_server_is_scored_as_the_model_s_outcome(
     client, tmp_path: Path, command: str

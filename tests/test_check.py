@@ -76,6 +76,7 @@ def free_probe(response: ScriptedResponse) -> dict:
     return report.model_dump()
 
 
+@pytest.mark.slow
 def test_base_url_without_tokenize_skips_rendering_and_judges_the_free_probe() -> None:
     markup = free_probe(
         ScriptedResponse(

@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO
 
 BIN = Path(sys.executable).parent
@@ -17,6 +19,7 @@ def test_ruff_clean() -> None:
     assert done.returncode == 0, done.stdout[-3000:]
 
 
+@pytest.mark.slow
 def test_mypy_clean() -> None:
     done = subprocess.run([str(BIN / "mypy"), "harness"], cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-3000:]
@@ -72,6 +75,7 @@ def _graph() -> dict[str, set[str]]:
     return graph
 
 
+@pytest.mark.slow
 def test_no_import_cycle_among_harness_modules() -> None:
     """Module-level imports form no cycle: each layer of the seam depends only on lower ones."""
     graph = _graph()
@@ -90,6 +94,7 @@ def test_no_import_cycle_among_harness_modules() -> None:
         visit(start, [])
 
 
+@pytest.mark.slow
 def test_no_private_name_imported_across_packages() -> None:
     """``from harness.x.y import _private`` only within the package ``harness.x`` itself."""
     offenders = []

@@ -40,6 +40,7 @@ def evaluate(model: str, responses: list[ScriptedResponse], run: Path, seeds: in
         )
 
 
+@pytest.mark.slow
 def test_page_shows_tasks_whose_loops_or_format_errors_moved_and_says_what_seed_counts_mean(
     tmp_path: Path,
 ) -> None:

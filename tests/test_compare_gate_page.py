@@ -103,6 +103,7 @@ def turns_solving() -> list[Turn]:
     ]
 
 
+@pytest.mark.slow
 def test_comparison_page_shows_a_flipped_task_side_by_side(tmp_path: Path) -> None:
     from playwright.sync_api import sync_playwright
 
@@ -152,6 +153,7 @@ def no_axis_lines(png: Path) -> bool:
     return bool(dark.mean(axis=0).max() < 0.5 and dark.mean(axis=1).max() < 0.5)
 
 
+@pytest.mark.slow
 def test_report_plots_in_a_real_browser(tmp_path: Path) -> None:
     """A run without loops or format errors: those plots say so in words; the turns plot has whole-number
     bins; the server timeline decodes; every plot fits a laptop-wide window."""

@@ -4,6 +4,8 @@ unseen: `harness compare` lists it, and its gate cannot PASS on the tasks that a
 import json
 from pathlib import Path
 
+import pytest
+
 from harness.evaluate import EvalConfig, run_eval
 from harness.replay import ReplayScript, ReplayServer, ScriptedResponse
 from tests.conftest import run_harness
@@ -23,6 +25,7 @@ def eval_local(script: list[ScriptedResponse], run: Path) -> None:
         )
 
 
+@pytest.mark.slow
 def test_a_task_one_run_lost_to_the_infrastructure_is_reported_and_the_gate_warns(tmp_path: Path) -> None:
     """Real runs: B's fix-add fails three times on the server (infra_error, unscored). Before, it
     was left out with a side note and nothing in the verdict or the gate said so."""

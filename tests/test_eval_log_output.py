@@ -64,6 +64,7 @@ def test_live_lines_say_what_is_known_then_the_verified_outcome(tmp_path: Path) 
     assert not [x for x in lines if re.search(r"seed \d+: (unresolved|resolved)\b", x)]
 
 
+@pytest.mark.slow
 def test_in_a_log_tables_fit_their_content_and_progress_comes_at_intervals(tmp_path: Path) -> None:
     """Not a terminal: the summary table and the headline are not wrapped at 80 columns, and the
     rollouts print a progress line every HARNESS_PROGRESS_INTERVAL seconds and at their end (a

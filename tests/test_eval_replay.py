@@ -70,6 +70,7 @@ def latest(run_dir: Path) -> dict[str, dict]:
     return {k[1]: r.model_dump() for k, r in RunStore(run_dir).records().items()}
 
 
+@pytest.mark.slow
 def test_scripted_solutions_resolve_and_a_rerun_adds_nothing(tmp_path: Path) -> None:
     run = tmp_path / "run"
     evaluate([*SOLVE["count-lines"], *SOLVE["fix-add"], *SOLVE["hello-file"]], run)
@@ -163,6 +164,7 @@ def make_task(root: Path, name: str, test_sh: str, toml: str | None = None) -> P
     return d
 
 
+@pytest.mark.slow
 def test_task_whose_tests_hang_is_cut_at_the_time_limit(tmp_path: Path) -> None:
     tasks = tmp_path / "suite"
     make_task(tasks, "hangs", "#!/usr/bin/env bash\nsleep 600\n", "[limits]\nverify_timeout_s = 2\n")
@@ -237,6 +239,7 @@ def test_bad_task_input_is_one_clear_line(tmp_path: Path, setup: str, needle: st
     assert done.returncode == 2 and "Traceback" not in done.stderr and needle in done.stderr
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_without_duplicates(tmp_path: Path) -> None:
     run = tmp_path / "run"
     slow = [ScriptedResponse(content="Working.", delay=60, tool_calls=[call("terminal", command="ls")])]

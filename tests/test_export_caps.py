@@ -71,6 +71,7 @@ def _apparent_bytes(root: Path) -> int:
     return total
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("runtime", ["docker", "local"])
 def test_a_1tb_sparse_file_is_an_error_naming_the_cap_and_the_run_goes_on(
     runtime: str, request: pytest.FixtureRequest, tmp_path: Path

@@ -88,6 +88,7 @@ def no_process_left(tmp_path: Path) -> Iterator[None]:
 # ---- 1. faults are not scores ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_server_500_is_retried_after_the_server_answers(tmp_path: Path, no_process_left: None) -> None:
     run = tmp_path / "run"
     evaluate([ERROR_500, ERROR_500, *SOLVE["fix-add"]], run, tasks=FIX_ADD)
@@ -97,6 +98,7 @@ def test_server_500_is_retried_after_the_server_answers(tmp_path: Path, no_proce
     assert rollout_lines(run) == [("fix-add", 1, "unresolved")] and len(lines(run)) == 2
 
 
+@pytest.mark.slow
 def test_retries_exhausted_is_infra_error_unscored_and_rerun(tmp_path: Path, no_process_left: None) -> None:
     run = tmp_path / "run"
     evaluate([*SOLVE["count-lines"], ERROR_500, ERROR_500, ERROR_500, *SOLVE["hello-file"]], run)
@@ -155,6 +157,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 
 
 # A watcher thread that dies on the full disk printed its traceback into the user's terminal.
+@pytest.mark.slow
 @pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
 def test_disk_full_mid_run_stops_with_one_line_and_a_rerun_finishes(
     small_disk: Path, no_process_left: None
@@ -245,6 +248,7 @@ def assert_clean_stop(proc: subprocess.Popen[str], took: float, err: str, signo:
         (signal.SIGTERM, "tool_call"),
     ],
 )
+@pytest.mark.slow
 def test_stop_signal_with_episodes_running_and_queued(
     tmp_path: Path, no_process_left: None, signo: int, moment: str
 ) -> None:
@@ -302,6 +306,7 @@ def test_stop_signal_with_episodes_running_and_queued(
     assert keys == sorted((t, s) for t in SOLVE for s in range(1, 5))
 
 
+@pytest.mark.slow
 def test_sigint_during_verification_kills_the_tests_and_resumes(
     tmp_path: Path, no_process_left: None
 ) -> None:
@@ -328,6 +333,7 @@ def test_sigint_during_verification_kills_the_tests_and_resumes(
     assert [(r["status"], r["verified"]) for r in lines(run)] == [("unresolved", False), ("resolved", True)]
 
 
+@pytest.mark.slow
 def test_sigint_with_container_episodes_running_removes_their_containers(tmp_path: Path) -> None:
     """Docker runtime: the stop removes the running episodes' containers before the process exits."""
     from harness.runtime.engine import docker_client
@@ -374,6 +380,7 @@ WRECKS = {
 }
 
 
+@pytest.mark.slow
 def test_agent_wrecking_its_workspace_is_unresolved_with_the_reason(
     tmp_path: Path, no_process_left: None
 ) -> None:

@@ -205,6 +205,7 @@ def table(stdout: str) -> str:
     return " ".join(stdout.split())
 
 
+@pytest.mark.slow
 def test_tasks_verify_in_their_images_reference_passes_untouched_fails_broken_listed(
     client, suite: Path
 ) -> None:  # type: ignore[no-untyped-def]
@@ -221,6 +222,7 @@ def test_tasks_verify_in_their_images_reference_passes_untouched_fails_broken_li
     assert verify_containers(client) == []  # every container removed
 
 
+@pytest.mark.slow
 def test_the_oracle_runs_as_root_in_workdir_with_solution_env_and_a_failing_one_says_why(
     client, suite: Path, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
@@ -247,6 +249,7 @@ def test_the_oracle_runs_as_root_in_workdir_with_solution_env_and_a_failing_one_
     assert verify_containers(client) == []
 
 
+@pytest.mark.slow
 def test_environment_cpus_and_memory_are_the_task_s_container_limits(
     client, suite: Path, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
@@ -274,6 +277,7 @@ def test_environment_cpus_and_memory_are_the_task_s_container_limits(
     assert seen == {"a-notes": (1.0, 1.0, 256), "b-prebuilt": (1.0, 1.5, 256), "c-workspace": (2.0, 3.0, 256)}
 
 
+@pytest.mark.slow
 def test_eval_resolves_the_fixtures_inside_their_containers(client, suite: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     def terminal(command: str) -> ScriptedResponse:
         return ScriptedResponse(
@@ -428,6 +432,7 @@ def _no_leftovers(client) -> Iterator[None]:  # type: ignore[no-untyped-def]
         c.remove(force=True)
 
 
+@pytest.mark.slow
 def test_rewards_come_from_what_the_tests_wrote_even_without_tar_and_never_from_planted_files(
     client, base: str, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]

@@ -48,6 +48,7 @@ def write(root: Path, files: dict[str, str]) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_each_field_fixture_passes_with_its_reference_and_fails_untouched(client) -> None:  # type: ignore[no-untyped-def]
     done = run_harness("tasks", "verify", str(FIELDS), "--runtime", "docker", *MAP, timeout=600, env=WIDE)
     out = " ".join(done.stdout.split())
@@ -59,6 +60,7 @@ def test_each_field_fixture_passes_with_its_reference_and_fails_untouched(client
     assert "note: [environment] storage_mb of 1 task(s) is not enforced" in said, said
 
 
+@pytest.mark.slow
 def test_build_timeout_sec_ends_a_build_that_takes_longer(client, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     task = write(
         tmp_path / "suite" / "slow-build",
@@ -89,6 +91,7 @@ def _mode(container) -> str:  # type: ignore[no-untyped-def]
     return str(container.attrs["HostConfig"]["NetworkMode"])
 
 
+@pytest.mark.slow
 def test_network_per_phase_as_the_engine_reports_it_and_network_none_overrides_with_a_note(
     client, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]

@@ -80,6 +80,7 @@ SOLVES_ONE = [
 ]
 
 
+@pytest.mark.slow
 def test_eval_runs_each_step_in_the_one_container_and_rewards_the_mean_of_the_steps(
     client,
     tmp_path: Path,
@@ -111,6 +112,7 @@ def test_eval_runs_each_step_in_the_one_container_and_rewards_the_mean_of_the_st
         assert (edir / "steps" / step / "mini-swe-agent.traj.json").is_file()
 
 
+@pytest.mark.slow
 def test_final_strategy_takes_the_last_step_and_a_failed_min_reward_step_ends_the_trial(
     client,
     tmp_path: Path,
@@ -130,6 +132,7 @@ def test_final_strategy_takes_the_last_step_and_a_failed_min_reward_step_ends_th
     assert "below min_reward 1: the remaining steps are not run" in (rec.steps[0].note or "")
 
 
+@pytest.mark.slow
 def test_tasks_verify_runs_each_step_s_solution_before_its_tests(client, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from harness.runtime.container import ContainerRuntime
     from harness.runtime.task_images import parse_image_map
@@ -146,6 +149,7 @@ def test_tasks_verify_runs_each_step_s_solution_before_its_tests(client, tmp_pat
     assert "1 of 2 steps run" in check.untouched.output  # step 1 failed its min_reward
 
 
+@pytest.mark.slow
 def test_a_step_whose_healthcheck_never_passes_ends_the_reference_run_naming_it(
     client, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
@@ -187,6 +191,7 @@ def test_harbor_s_reward_strategies_and_min_reward_tables() -> None:
     assert "speed=-inf below" in (min_reward_failure({"reward": 1.0}, {"speed": 0.1}) or "")  # missing: -inf
 
 
+@pytest.mark.slow
 def test_a_loop_in_the_second_step_is_stopped_there_located_in_the_episode_s_turns(
     client, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]

@@ -84,6 +84,7 @@ def _read_from_image(client, tag: str, path: str) -> str:  # type: ignore[no-unt
         container.remove(force=True)
 
 
+@pytest.mark.slow
 def test_an_image_build_s_run_step_has_a_network_but_not_the_host_s_loopback(
     client, token_server: int, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
@@ -128,6 +129,7 @@ def test_the_agent_s_container_has_no_network_by_the_engine_s_report(
         sandbox.close()
 
 
+@pytest.mark.slow
 def test_a_test_script_at_verification_does_not_reach_the_host_s_loopback(
     client, token_server: int, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]

@@ -156,6 +156,7 @@ def _harness_capped(*args: str, timeout: float = 60) -> subprocess.CompletedProc
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("planted", ["dev-zero", "fifo", "trajectory-dev-zero", "run-json-dev-zero"])
 def test_run_files_linked_to_a_device_or_a_pipe_are_one_line_errors_not_memory_or_a_hang(
     tmp_path: Path, planted: str

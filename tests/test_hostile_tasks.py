@@ -50,6 +50,7 @@ def _wait_for(condition: object, timeout: float, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("runtime", ["docker", "local"])
 def test_sigterm_to_tasks_verify_stops_within_seconds_and_ends_the_tests(
     tmp_path: Path, runtime: str
@@ -167,6 +168,7 @@ def harbor_task(root: Path, name: str, test_sh: str, toml: str = 'version = "1.0
 GRADED = "#!/usr/bin/env bash\nif [ -f /app/done.txt ]; then r={good}; else r=0; fi\n"
 
 
+@pytest.mark.slow
 def test_a_reward_outside_0_1_nan_inf_or_true_is_an_error_in_its_task_s_row(tmp_path: Path) -> None:
     """Before: 5.0 and inf were clamped to 1 (the task valid), NaN scored as NaN, `true` in
     reward.json scored 1, and `true` in reward.txt fell back to the exit code."""
@@ -200,6 +202,7 @@ def test_a_reward_outside_0_1_nan_inf_or_true_is_an_error_in_its_task_s_row(tmp_
         assert reason in check.detail, (name, check.detail)
 
 
+@pytest.mark.slow
 def test_an_episode_whose_tests_write_reward_5_scores_0_with_the_reason_in_its_record(tmp_path: Path) -> None:
     from harness.evaluate import EvalConfig, run_eval
     from harness.replay import ReplayScript, ReplayServer, ScriptedCall, ScriptedResponse
@@ -283,6 +286,7 @@ def test_one_hostile_task_directory_is_listed_with_its_reason_and_the_others_are
     assert [t.id for t in load_tasks(str(suite))] == ["good"]
 
 
+@pytest.mark.slow
 def test_a_task_whose_image_name_breaks_the_engine_call_is_its_own_row_in_containers(tmp_path: Path) -> None:
     """`docker_image = "../../../etc/passwd"`: the engine's client raised NotFound for the API
     path /etc/passwd/json through `tasks verify`, a traceback for the whole suite; now that task's

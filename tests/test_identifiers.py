@@ -39,6 +39,7 @@ def _task(root: Path, name: str, toml: str = "", solve: str | None = None) -> Pa
     return d
 
 
+@pytest.mark.slow
 def test_a_base_commit_that_is_an_option_never_reaches_git_and_only_its_row_fails(
     instance: dict,  # noqa: F811
     tmp_path: Path,
@@ -71,6 +72,7 @@ def test_other_swebench_identifiers_are_checked_per_row(
     assert suite.tasks == [] and needle in suite.skipped[0].reason
 
 
+@pytest.mark.slow
 def test_a_docker_image_that_is_a_path_is_that_task_s_error_and_the_rest_are_verified(tmp_path: Path) -> None:
     suite = tmp_path / "suite"
     _task(suite, "a-good", solve="#!/usr/bin/env bash\ntouch done.txt\n")

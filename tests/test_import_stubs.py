@@ -10,6 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from harness.episodes.openhands.container_tools import TOOL_SERVER_FILES as FILES
 
 
@@ -55,6 +57,7 @@ def observe(tools, workdir):
 """
 
 
+@pytest.mark.slow
 def test_tools_over_the_stand_ins_answer_as_over_the_real_packages(tmp_path: Path) -> None:
     code = (
         _ACTIONS
@@ -113,6 +116,7 @@ def test_a_stand_in_used_after_the_import_raises(tmp_path: Path) -> None:
     assert "stand-in" in got["sub"]
 
 
+@pytest.mark.slow
 def test_an_import_the_stand_ins_cannot_satisfy_falls_back_to_the_real_packages(tmp_path: Path) -> None:
     # A module that does arithmetic on a litellm constant: a stand-in cannot pass for a number.
     (tmp_path / "needs_real.py").write_text("import litellm\nLIMIT = litellm.request_timeout * 2 + 1\n")

@@ -93,6 +93,7 @@ def loops_json(path: Path) -> dict:
     return json.loads(done.stdout)
 
 
+@pytest.mark.slow
 def test_output_jsonl_from_sdk_runs(sdk_runs: dict[str, Path]) -> None:
     report = loops_json(sdk_runs["output"])
     rows = {r["episode"]: r for r in report["rows"]}

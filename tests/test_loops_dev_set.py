@@ -13,6 +13,7 @@ from tests.conftest import REPO
 DEV_SET = REPO.parent / "shared" / "real-trajectories"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_dev_set_loops_caught_false_alarms_and_onsets() -> None:
     assert (DEV_SET / "score.py").is_file(), f"{DEV_SET} is missing: CI runs with ../shared beside the clone"

@@ -6,6 +6,8 @@ Records written before findings had a why still load and show as before.
 import json
 from pathlib import Path
 
+import pytest
+
 from harness.monitor import LoopFinding, ToolCall, Turn, detect_loops
 from tests.conftest import run_harness
 from tests.helpers.runs import record, write_run
@@ -38,6 +40,7 @@ def clicking_in_place() -> list[Turn]:
     return turns
 
 
+@pytest.mark.slow
 def test_why_in_loops_show_and_report(tmp_path: Path) -> None:
     turns = clicking_in_place()
     finding = detect_loops(turns)

@@ -36,6 +36,7 @@ def eval_replay(run: Path, model: str, *extra: str) -> "subprocess.CompletedProc
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_manifest_holds_what_produced_the_run_and_no_api_key_anywhere(tmp_path: Path) -> None:
     """A run against someone's server with an API key: run.json has the harness (commit, dirty),
     package versions, the model, scaffold (tool schema hash), sampling and limits sent, the task
@@ -170,6 +171,7 @@ def _set_template(run: Path, template: Path | None) -> None:
     (run / "run.json").write_text(json.dumps(data))
 
 
+@pytest.mark.slow
 def test_compare_warns_on_another_temperature_and_refuses_another_chat_template(tmp_path: Path) -> None:
     a, b = _run_with(tmp_path, "a"), _run_with(tmp_path, "b", temperature=0.7)
     warned = run_harness("compare", str(a), str(b))

@@ -13,6 +13,7 @@ pytestmark = pytest.mark.timeout(600)
 SUITE = REPO / "tasks" / "medium"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("runtime", ["local", "docker"])
 def test_every_medium_task_is_valid(runtime: str) -> None:
     done = run_harness("tasks", "verify", "medium", "--runtime", runtime, "--concurrency", "2", timeout=600)

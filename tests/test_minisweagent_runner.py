@@ -417,6 +417,7 @@ def test_tool_calling_mode(tmp_path: Path, fix_add: Task) -> None:
     assert reread(tmp_path) == outcome.turns
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["model call", "command"])
 def test_stop_ends_the_episode_at_once(tmp_path: Path, fix_add: Task, where: str) -> None:
     responses = [say("sleep 60")] if where == "command" else [say("ls", delay=60)]
@@ -427,6 +428,7 @@ def test_stop_ends_the_episode_at_once(tmp_path: Path, fix_add: Task, where: str
     assert outcome.wall_s < 15, outcome.wall_s  # not the 60 s of the reply, nor of the command
 
 
+@pytest.mark.slow
 def test_time_limit(tmp_path: Path, fix_add: Task) -> None:
     t0 = time.monotonic()
     outcome, _, _ = episode(tmp_path, fix_add, [say("sleep 120")], time_limit_s=1.5)

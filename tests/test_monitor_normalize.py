@@ -4,6 +4,8 @@ import random
 import re
 import sys
 
+import pytest
+
 from harness.monitor.normalize import (
     _OBSERVATION_RULES,
     _RULES,
@@ -87,6 +89,7 @@ def test_gated_normalisation_equals_running_every_rule() -> None:
     assert normalize_text("run 12:34:56 took 3.5s at 0xdeadbeef") == "run <time> took <dur> at <addr>"
 
 
+@pytest.mark.slow
 def test_hex_class_without_ignorecase_is_the_same_for_every_code_point() -> None:
     """The uuid and hex gates spell out [0-9a-fA-F] where the rules use [0-9a-f] with re.I."""
     folded, spelled = re.compile("[0-9a-f]", re.I), re.compile("[0-9a-fA-F]")

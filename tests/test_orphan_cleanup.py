@@ -64,6 +64,7 @@ def _state(client, name: str) -> str:  # type: ignore[no-untyped-def]
         raise
 
 
+@pytest.mark.slow
 def test_cleanup_removes_only_what_ended_owners_left_and_never_a_live_owner_s(client, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """Before, the owner was a pid alone: a live owner in this process or in another PID
     namespace lost its containers, a dead owner whose pid was reused kept its own forever, and
@@ -126,6 +127,7 @@ def test_cleanup_removes_only_what_ended_owners_left_and_never_a_live_owner_s(cl
                 client.containers.get(name).remove(force=True)
 
 
+@pytest.mark.slow
 def test_a_second_run_in_this_process_leaves_the_first_run_s_episode_running(client, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """Two runs in one process (two evals in threads, a library user): the second's start must
     not take the first's sandbox away mid-episode. Before, a container labelled with this

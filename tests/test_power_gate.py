@@ -111,6 +111,7 @@ def mean_mde(draw, effect: float, runs: int, seeds: int | None = None) -> tuple[
     return float(np.mean(lows)), float(np.mean(highs))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("tasks", "seeds"), [(20, 1), (30, 3)])
 def test_mde_matches_simulated_power_on_pass_fail_episodes(tasks: int, seeds: int) -> None:
     draw = binary_runs(np.random.default_rng(7), SIMS, tasks, seeds)
@@ -124,6 +125,7 @@ def test_mde_matches_simulated_power_on_pass_fail_episodes(tasks: int, seeds: in
     assert mde == pytest.approx(simulated, rel=0.10)
 
 
+@pytest.mark.slow
 def test_projection_to_more_seeds_matches_simulation() -> None:
     """From 3-seed runs the harness predicts the MDE with 6 seeds; simulate 6-seed runs to check it."""
     tasks = 30
@@ -140,6 +142,7 @@ def test_projection_to_more_seeds_matches_simulation() -> None:
     assert low == pytest.approx(simulated6, rel=0.10)
 
 
+@pytest.mark.slow
 def test_one_seed_projection_is_a_range_holding_the_truth() -> None:
     tasks = 20
     draw1 = binary_runs(np.random.default_rng(21), SIMS, tasks, 1)

@@ -48,6 +48,7 @@ def _daemons(tag: str) -> str:
     )
 
 
+@pytest.mark.slow
 def test_a_test_script_s_setsid_children_end_with_verification_locally(tmp_path: Path) -> None:
     """Before: killing the script's session left all three running (on the local runtime)."""
     from tests.test_eval_replay import evaluate, latest
@@ -69,6 +70,7 @@ def test_a_test_script_s_setsid_children_end_with_verification_locally(tmp_path:
     assert _left(tag) == [] and _left(slow) == []
 
 
+@pytest.mark.slow
 def test_a_test_script_s_setsid_children_end_with_verification_in_a_container(tmp_path: Path) -> None:
     """The container's removal after verification ends them: this one held before the reaper too
     (it guards that every verification path removes its container)."""

@@ -114,6 +114,7 @@ def test_the_agent_uses_the_proxys_key_and_no_record_holds_a_key(tmp_path: Path)
     assert KEY not in text and endpoint.api_key not in text and "authorization" not in text.lower()
 
 
+@pytest.mark.slow
 def test_interleaved_episodes_are_each_attributed_their_own_requests(tmp_path: Path) -> None:
     # by_turn: every conversation plays the script from its start, however they interleave
     script = ReplayScript(
@@ -389,6 +390,7 @@ def test_the_proxy_stops_cleanly_with_a_request_in_flight() -> None:
         pass
 
 
+@pytest.mark.slow
 def test_a_streamed_answer_is_recorded_before_the_agent_sees_its_end(tmp_path: Path) -> None:
     script = ReplayScript(
         responses=[ScriptedResponse(tool_calls=[_call("ls")])], when_exhausted="repeat_last"

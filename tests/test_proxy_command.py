@@ -44,6 +44,7 @@ def _bash(command: str, thought: str) -> ScriptedResponse:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_mini_swe_agents_own_cli_through_the_proxy_is_recorded_and_its_loop_stopped(tmp_path: Path) -> None:
     workspace, run = tmp_path / "ws", tmp_path / "run"
@@ -178,6 +179,7 @@ def _answer(messages: list[dict[str, Any]], output: str) -> None:
         messages.append({"role": "tool", "tool_call_id": call["id"], "content": output})
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_plain_clients_episodes_by_path_header_and_conversation_and_the_anthropic_dialect(
     tmp_path: Path,
@@ -287,6 +289,7 @@ def test_plain_clients_episodes_by_path_header_and_conversation_and_the_anthropi
     assert out.returncode == 0 and json.loads(out.stdout)["totals"]["episodes"] == 4, out.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_an_idle_episode_is_recorded_while_the_proxy_runs_and_a_loop_left_running_is_recorded(
     tmp_path: Path,
@@ -316,6 +319,7 @@ def test_an_idle_episode_is_recorded_while_the_proxy_runs_and_a_loop_left_runnin
     assert (second["seed"], second["turns"], second["loop"]) == (2, 1, None)
 
 
+@pytest.mark.slow
 def test_the_commands_mistakes_are_one_line(tmp_path: Path) -> None:
     neither = _harness("proxy", "--run-dir", str(tmp_path / "r"))
     assert (
@@ -327,6 +331,7 @@ def test_the_commands_mistakes_are_one_line(tmp_path: Path) -> None:
     assert bad.returncode != 0 and "--episode-idle" in bad.stderr and "Traceback" not in bad.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_tool_calls_are_checked_against_the_tools_each_request_declares(tmp_path: Path) -> None:
     run = tmp_path / "run"

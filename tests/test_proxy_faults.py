@@ -117,6 +117,7 @@ def test_an_upstream_that_resets_mid_stream_cuts_the_agents_stream_too(tmp_path:
     assert exchange.error is not None and "stream broke" in exchange.error and exchange.turn is None
 
 
+@pytest.mark.slow
 def test_an_upstream_slower_than_the_timeout_is_a_504() -> None:
     script = ReplayScript(
         responses=[ScriptedResponse(content="late", delay=30)], when_exhausted="repeat_last"
@@ -154,6 +155,7 @@ def test_a_stream_that_stalls_past_the_timeout_is_cut() -> None:
     assert isinstance(via, httpx.RemoteProtocolError | httpx.ReadError) and is_infra_fault(via)
 
 
+@pytest.mark.slow
 def test_a_slow_stream_passes_chunk_by_chunk_and_is_reassembled(tmp_path: Path) -> None:
     with (
         RawUpstream("slow_stream", chunks=5, gap=0.4) as upstream,

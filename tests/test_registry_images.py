@@ -63,6 +63,7 @@ def task_toml(image: str) -> str:
     return f'version = "1.0"\n[environment]\ndocker_image = "{image}"\ncpus = 1\nmemory_mb = 512\n'
 
 
+@pytest.mark.slow
 def test_a_task_whose_image_is_only_in_the_registry_is_pulled_with_progress_and_verified(
     client, registry: str, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
@@ -81,6 +82,7 @@ def test_a_task_whose_image_is_only_in_the_registry_is_pulled_with_progress_and_
         forget(client, ref)
 
 
+@pytest.mark.slow
 def test_a_missing_image_is_one_line_naming_it_the_registry_error_and_image_map(
     client, registry: str, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
@@ -102,6 +104,7 @@ def test_a_missing_image_is_one_line_naming_it_the_registry_error_and_image_map(
     assert "initializing source" not in done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_the_dockerfile_is_built_instead_of_the_image_only_under_force_build_and_said(
     client, registry: str, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
@@ -136,6 +139,7 @@ def test_the_dockerfile_is_built_instead_of_the_image_only_under_force_build_and
         forget(client, base)
 
 
+@pytest.mark.slow
 def test_runtime_prune_removes_stale_builds_then_everything_it_built_or_pulled_never_what_a_container_uses(
     client, registry: str, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
@@ -176,6 +180,7 @@ def test_runtime_prune_removes_stale_builds_then_everything_it_built_or_pulled_n
             forget(client, ref)
 
 
+@pytest.mark.slow
 def test_a_registry_that_asks_for_a_password_gets_the_engine_s_login_and_no_credential_is_printed(
     client, registry: str, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]

@@ -31,6 +31,7 @@ def _statuses(run: Path) -> dict[str, tuple[str, float | None]]:
     return last
 
 
+@pytest.mark.slow
 def test_the_quick_start_with_a_relative_or_default_run_dir_resolves_as_an_absolute_one(
     tmp_path: Path,
 ) -> None:
@@ -132,6 +133,7 @@ def test_the_vllm_command_names_absolute_paths(tmp_path: Path, monkeypatch: pyte
     assert argv[argv.index("--lora-modules") + 1] == f"a={tmp_path / 'adapter'}"
 
 
+@pytest.mark.slow
 def test_the_callers_pytest_settings_never_reach_a_tasks_tests(tmp_path: Path) -> None:
     """A researcher's PYTEST_ADDOPTS (or the pytest session driving the harness, with --basetemp in
     it: a task's own pytest then cleared that directory) does not change how a task's tests run:

@@ -150,6 +150,7 @@ def test_recorded_completions_folder(tmp_path: Path) -> None:
     assert script.responses[0].tool_calls[0].raw_arguments == '{"command":"ls"}'
 
 
+@pytest.mark.slow
 def test_harness_replay_command_serves_a_script_file(tmp_path: Path) -> None:
     import os
     import signal
@@ -195,6 +196,7 @@ def test_harness_replay_command_serves_a_script_file(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "no such file" in bad.stderr and "Traceback" not in bad.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
 def test_harness_replay_stops_within_seconds_with_a_request_in_flight(tmp_path: Path, signame: str) -> None:
     """A response scripted to take 120 s is being served: SIGTERM (or Ctrl-C) ends the server

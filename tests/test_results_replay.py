@@ -49,6 +49,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return root / "base", root / "ft"
 
 
+@pytest.mark.slow
 def test_outcomes_are_the_scripted_ones(runs: tuple[Path, Path]) -> None:
     base, _ = runs
     recs = {
@@ -132,6 +133,7 @@ def chromium() -> str:
     return path
 
 
+@pytest.mark.slow
 def test_report_html_in_a_real_browser(runs: tuple[Path, Path], tmp_path: Path) -> None:
     from playwright.sync_api import sync_playwright
 

@@ -1,5 +1,5 @@
-"""Mid-episode checkpoints and stops that lose nothing (issue 26): a 20-turn episode interrupted at
-turn ~10 by SIGTERM (graceful) or kill -9, rerun, ends as an uninterrupted run ends, without paying
+"""Mid-episode checkpoints and stops that lose nothing (issue 26): a 12-turn episode interrupted at
+turn 6 by SIGTERM (graceful) or kill -9, rerun, ends as an uninterrupted run ends, without paying
 its turns twice. Real `harness eval` processes against the replay server (``pick: by_turn``: a
 resumed conversation is answered by the turn it has reached), local and docker runtimes."""
 
@@ -18,7 +18,8 @@ from tests.conftest import REPO
 
 pytestmark = pytest.mark.timeout(600)
 
-TURNS = 20
+TURNS = 12
+AT = 6  # the turn whose model call is in flight when the signal lands
 GRACE_S = 20.0
 BLOCK = "```mswea_bash_command\n{}\n```"
 SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
@@ -65,7 +66,7 @@ def run_to_end(run: Path, server: ReplayServer, scaffold: str, runtime: str, *ex
 
 
 def interrupt(
-    run: Path, server: ReplayServer, scaffold: str, runtime: str, signo: int, at: int = 10
+    run: Path, server: ReplayServer, scaffold: str, runtime: str, signo: int, at: int = AT
 ) -> tuple[float, str, int]:
     """Start the eval, send ``signo`` while its model call ``at`` is in flight; (seconds to exit,
     its stderr, its exit code)."""
@@ -75,7 +76,7 @@ def interrupt(
     )  # fmt: skip
     deadline = time.monotonic() + 300
     while server.served < at:
-        assert proc.poll() is None and time.monotonic() < deadline, "the run ended before turn 10"
+        assert proc.poll() is None and time.monotonic() < deadline, f"the run ended before turn {at}"
         time.sleep(0.02)
     started = time.monotonic()
     proc.send_signal(signo)
@@ -130,13 +131,14 @@ def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[A
         ("mini-swe-agent", "docker", "SIGKILL"),
     ],
 )
+@pytest.mark.slow
 def test_an_interrupted_episode_resumes_where_it_was_and_ends_as_an_uninterrupted_one(
     tmp_path: Path, uninterrupted: dict[str, tuple[Any, ...]], scaffold: str, runtime: str, signame: str
 ) -> None:
-    """SIGTERM while turn 10's model call is in flight: the call ends, its command runs, the episode
+    """SIGTERM while turn 6's model call is in flight: the call ends, its command runs, the episode
     checkpoints and the process exits within the grace (143), nothing recorded. kill -9 instead: turn
-    10 is lost, the checkpoint of turn 9 is whole. The rerun resumes there: the record says so, the
-    server was asked 20 (21) times in all, and the record, turns and files are an uninterrupted run's."""
+    6 is lost, the checkpoint of turn 5 is whole. The rerun resumes there: the record says so, the
+    server was asked 12 (13) times in all, and the record, turns and files are an uninterrupted run's."""
     signo = signal.Signals[signame]
     run = tmp_path / "run"
     with ReplayServer(script(scaffold)) as server:
@@ -147,10 +149,10 @@ def test_an_interrupted_episode_resumes_where_it_was_and_ends_as_an_uninterrupte
             assert "1 running episode(s) finished their turn and checkpointed" in last, last
         assert not (run / "episodes.jsonl").exists() or not (run / "episodes.jsonl").read_text().strip()
         run_to_end(run, server, scaffold, runtime)
-        resumed_at = 10 if signo == signal.SIGTERM else 9
-        assert server.served == TURNS + (10 - resumed_at)
+        resumed_at = AT if signo == signal.SIGTERM else AT - 1
+        assert server.served == TURNS + (AT - resumed_at)
         # the resumed conversation's first request carried every turn before it
-        first_after = server.requests[10]
+        first_after = server.requests[AT]
         assert sum(m.get("role") == "assistant" for m in first_after["messages"]) == resumed_at
     rec = record(run)
     assert rec["resumed_turns"] == resumed_at and rec["resume_note"] is None
@@ -163,6 +165,7 @@ def test_an_interrupted_episode_resumes_where_it_was_and_ends_as_an_uninterrupte
     assert not (run / "episodes" / "scripted" / "hello-file" / "seed1" / "checkpoint").exists()  # done with
 
 
+@pytest.mark.slow
 def test_mini_swe_agent_trajectory_is_the_same_observations_and_all(
     tmp_path: Path, uninterrupted: dict[str, tuple[Any, ...]]
 ) -> None:
@@ -188,6 +191,7 @@ def test_mini_swe_agent_trajectory_is_the_same_observations_and_all(
     assert native[0] == native[1]
 
 
+@pytest.mark.slow
 def test_a_corrupt_checkpoint_reruns_from_turn_one_with_the_reason(tmp_path: Path) -> None:
     run = tmp_path / "run"
     with ReplayServer(script("openhands-codeact")) as server:
@@ -197,7 +201,7 @@ def test_a_corrupt_checkpoint_reruns_from_turn_one_with_the_reason(tmp_path: Pat
         data[-20] ^= 0x01  # a byte of the last checkpoint's state
         journal.write_bytes(bytes(data))
         run_to_end(run, server, "openhands-codeact", "local")
-        assert server.served == 10 + TURNS  # every turn asked again
+        assert server.served == AT + TURNS  # every turn asked again
     rec = record(run)
     assert rec["resumed_turns"] == 0 and rec["status"] == "resolved" and rec["turns"] == TURNS
     assert "corrupt" in rec["resume_note"] and "began again from turn 1" in rec["resume_note"], rec
@@ -205,16 +209,17 @@ def test_a_corrupt_checkpoint_reruns_from_turn_one_with_the_reason(tmp_path: Pat
     assert log.read_text() == "".join(f"line{i}\n" for i in range(1, TURNS))  # from a fresh workspace
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["second signal", "grace runs out"])
 def test_a_turn_that_does_not_end_in_the_grace_is_stopped_at_once(tmp_path: Path, how: str) -> None:
-    """Turn 10's model call hangs: a second SIGTERM, or the grace running out, stops at once as a
-    stop without grace does; the checkpoint of turn 9 is kept and the rerun resumes from it."""
+    """Turn 6's model call hangs: a second SIGTERM, or the grace running out, stops at once as a
+    stop without grace does; the checkpoint of turn 5 is kept and the rerun resumes from it."""
     run = tmp_path / "run"
     grace = "3" if how == "grace runs out" else "60"
-    with ReplayServer(script("openhands-codeact", delay=0.05, hang_at=10)) as server:
+    with ReplayServer(script("openhands-codeact", delay=0.05, hang_at=AT)) as server:
         argv = [*eval_argv(run, server.base_url, "openhands-codeact", "local")[:-2], "--stop-grace", grace]
         proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        while server.served < 10:
+        while server.served < AT:
             assert proc.poll() is None
             time.sleep(0.02)
         time.sleep(0.5)  # in the hanging call
@@ -234,8 +239,8 @@ def test_a_turn_that_does_not_end_in_the_grace_is_stopped_at_once(tmp_path: Path
         assert "the grace of 3 s ran out" in last, last
     with ReplayServer(script("openhands-codeact", delay=0)) as server:
         run_to_end(run, server, "openhands-codeact", "local")
-        assert server.served == TURNS - 9
-    assert record(run)["resumed_turns"] == 9
+        assert server.served == TURNS - (AT - 1)
+    assert record(run)["resumed_turns"] == AT - 1
 
 
 def test_files_put_back_from_generations(tmp_path: Path) -> None:
@@ -285,6 +290,7 @@ def test_files_put_back_from_generations(tmp_path: Path) -> None:
     assert tree(fresh) == tree(live)
 
 
+@pytest.mark.slow
 def test_a_stop_during_the_last_turn_records_the_episode_it_ended(tmp_path: Path) -> None:
     """SIGTERM while the finishing call is in flight: that turn ends the episode, which is recorded
     (not checkpointed to be resumed into a turn past its end); the rerun only verifies it."""
@@ -314,6 +320,7 @@ class _CountedCopies:
         return getattr(self._sandbox, name)
 
 
+@pytest.mark.slow
 def test_a_container_turn_that_changed_nothing_copies_nothing_out(tmp_path: Path) -> None:
     """In a container a copy out costs as much as the find/tar exec (about 80 ms a checkpoint
     here): a turn that changed no file and no path makes no generation and copies nothing out;
@@ -377,6 +384,7 @@ def _count_execs(container: Any) -> list[tuple[Any, ...]]:
     return execs
 
 
+@pytest.mark.slow
 def test_a_container_checkpoint_is_taken_by_its_watcher_without_an_exec_and_survives_losing_it(
     tmp_path: Path,
 ) -> None:
@@ -511,6 +519,7 @@ def test_a_torn_append_to_the_data_file_is_cut_off_and_the_last_whole_checkpoint
     assert {str(p.relative_to(fresh)): p.is_dir() or p.read_text() for p in fresh.rglob("*")} == want
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("runtime", ["local", "docker"])
 def test_files_over_the_export_cap_are_never_checkpointed_and_the_next_turn_catches_up(
     tmp_path: Path, runtime: str

@@ -99,6 +99,7 @@ def container_events(client, run: Path, since: int) -> list[tuple[str, str]]:  #
     return [(e.get("Action") or e.get("status"), e["Actor"]["Attributes"]["name"]) for e in events]
 
 
+@pytest.mark.slow
 def test_smoke_suite_resolves_in_containers_with_the_scaffold_s_tools(client, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     run = tmp_path / "run"
     since = int(time.time()) - 1
@@ -135,6 +136,7 @@ def test_smoke_suite_resolves_in_containers_with_the_scaffold_s_tools(client, tm
     assert str(tmp_path) not in json.dumps(requests)  # no host path reaches the model
 
 
+@pytest.mark.slow
 def test_a_scripted_loop_is_stopped_at_the_right_turn_in_a_container(client, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     script = [terminal("cat calc.py", content=f"Look again, attempt {i}.") for i in range(10)]
     recs, _ = evaluate(script, tmp_path / "run", tasks=str(REPO / "tasks" / "smoke" / "fix-add"))
@@ -168,6 +170,7 @@ def token_server() -> Iterator[int]:
         srv.shutdown()
 
 
+@pytest.mark.slow
 def test_the_agent_sees_no_host_file_no_network_and_changes_nothing_on_the_host(
     client, tmp_path: Path, token_server: int
 ) -> None:  # type: ignore[no-untyped-def]
@@ -204,6 +207,7 @@ def test_the_agent_sees_no_host_file_no_network_and_changes_nothing_on_the_host(
     ],
     ids=["fork-bomb", "memory-hog"],
 )
+@pytest.mark.slow
 def test_a_fork_bomb_or_memory_hog_ends_its_episode_with_the_reason_and_the_run_goes_on(
     client, tmp_path: Path, command: str, needle: str
 ) -> None:  # type: ignore[no-untyped-def]
@@ -235,6 +239,7 @@ def test_a_fork_bomb_or_memory_hog_ends_its_episode_with_the_reason_and_the_run_
     assert containers_of(client, run) == []
 
 
+@pytest.mark.slow
 def test_a_container_killed_mid_episode_is_retried_in_a_fresh_one_and_the_run_goes_on(
     client, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
@@ -272,6 +277,7 @@ def test_a_container_killed_mid_episode_is_retried_in_a_fresh_one_and_the_run_go
     assert containers_of(client, run) == []
 
 
+@pytest.mark.slow
 def test_sigkill_mid_run_then_rerun_removes_orphans_and_resumes_without_duplicates(
     client, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
@@ -331,6 +337,7 @@ def test_sigkill_mid_run_then_rerun_removes_orphans_and_resumes_without_duplicat
     assert not any(p.name.startswith(f"harness-{run_label(run)}") for p in IPC_ROOT.glob("*"))
 
 
+@pytest.mark.slow
 def test_the_same_episode_gets_the_same_reward_under_local_and_docker(client, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     script = [*SMOKE["count-lines"], terminal("echo 'Hello' > hello.txt"), FINISH, *SMOKE["hello-file"]]
     rewards = {}
@@ -377,6 +384,7 @@ def _comparable(reply: dict, workdir: str) -> dict:  # type: ignore[type-arg]
     return out  # type: ignore[no-any-return]
 
 
+@pytest.mark.slow
 def test_the_container_s_tools_answer_exactly_as_the_sdk_s_executors_in_this_process(
     client, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
@@ -449,6 +457,7 @@ def image_task(root: Path, name: str, dockerfile: str, test_sh: str, instruction
     return d
 
 
+@pytest.mark.slow
 def test_a_task_s_own_image_is_built_and_a_failing_build_errors_only_its_episodes(
     client, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
@@ -487,6 +496,7 @@ def test_a_task_s_own_image_is_built_and_a_failing_build_errors_only_its_episode
     assert containers_of(client, tmp_path / "run") == []
 
 
+@pytest.mark.slow
 def test_a_sandbox_started_ahead_that_died_while_it_waited_is_not_handed_out(client, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from harness.runtime.container import ContainerRuntime
     from harness.tasks import load_tasks

@@ -84,6 +84,7 @@ def test_sandbox_runs_as_agent_without_network(run_in: Callable[..., tuple[int, 
     assert lines[7] == f"AGENT={AGENT_PYTHON}", out
 
 
+@pytest.mark.slow
 def test_agent_tools_import_at_the_hosts_versions(
     client: docker.DockerClient, image: str, run_in: Callable[..., tuple[int, str]]
 ) -> None:
@@ -163,6 +164,7 @@ def test_check_without_docker_host_says_how_to_get_an_engine(tmp_path: Path) -> 
         assert words in lines[0], lines
 
 
+@pytest.mark.slow
 def test_setup_prints_the_engine_and_the_image(image: str) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "harness.cli", "runtime", "setup"], capture_output=True, text=True, timeout=120
@@ -171,6 +173,7 @@ def test_setup_prints_the_engine_and_the_image(image: str) -> None:
     assert proc.stdout.startswith("engine: ") and f"sandbox image: {image}" in proc.stdout, proc.stdout
 
 
+@pytest.mark.slow
 def test_managed_podman_service_outlives_the_process(tmp_path: Path) -> None:
     """No engine on the standard sockets: the harness starts podman's service, which later runs reuse."""
     for url in (engine_mod.DOCKER_SOCKET, engine_mod.PODMAN_ROOTFUL_SOCKET, *engine_mod._user_sockets()):
@@ -216,6 +219,7 @@ def _build_replacing(client: docker.DockerClient, *, tag: str, **kwargs: Any) ->
             client.images.remove(old)
 
 
+@pytest.mark.slow
 def test_agent_runtime_dockerfile_builds_on_a_task_image(
     client: docker.DockerClient, image: str, tmp_path: Path
 ) -> None:

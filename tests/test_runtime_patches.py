@@ -91,6 +91,7 @@ def _walked(transform: Callable[[object, object], Any]) -> bool:
     return out["messages"] is not body["messages"]
 
 
+@pytest.mark.slow
 def test_while_an_episode_runs_other_threads_get_the_libraries_own_functions(
     episode_running: threading.Thread, tmp_path: Path
 ) -> None:
@@ -259,6 +260,7 @@ def test_a_patch_refuses_another_version_of_what_it_patches(
         install(tmp_path)
 
 
+@pytest.mark.slow
 def test_the_fast_transform_is_not_installed_over_another_openai() -> None:
     code = f"""
         import sys

@@ -72,6 +72,7 @@ def said(done: Any) -> str:
     return " ".join(done.stdout.split())
 
 
+@pytest.mark.slow
 def test_loops_only_with_tool_calls_blame_the_scaffold_and_report_and_show_read_the_run(
     tmp_path: Path,
 ) -> None:
@@ -137,6 +138,7 @@ def test_loops_only_with_tool_calls_blame_the_scaffold_and_report_and_show_read_
     )
 
 
+@pytest.mark.slow
 def test_enough_tasks_establish_that_the_loops_follow_the_scaffold(tmp_path: Path) -> None:
     """8 tasks that all loop under OpenHands and none under mini-swe-agent (it submits at once):
     p = 2 / 2^8, so the sentence says the loops follow the scaffold, with no caveat."""
@@ -162,6 +164,7 @@ def test_enough_tasks_establish_that_the_loops_follow_the_scaffold(tmp_path: Pat
     assert "cannot establish" not in text
 
 
+@pytest.mark.slow
 def test_loops_under_both_scaffolds_blame_the_model_and_show_opens_at_the_onset(tmp_path: Path) -> None:
     run = both_scaffolds(tmp_path, BOTH_LOOP)
     done = run_harness("compare", str(run), env=WIDE)
@@ -183,6 +186,7 @@ def test_loops_under_both_scaffolds_blame_the_model_and_show_opens_at_the_onset(
     assert "mini-swe-agent.traj.json" in done.stdout
 
 
+@pytest.mark.slow
 def test_two_runs_of_single_scaffolds_are_compared_as_scaffolds(tmp_path: Path) -> None:
     """One run per scaffold, the same model and tasks: compare A B pairs them by scaffold (it used
     to refuse them as 'scaffold differs'), and the records' scaffold field names them."""
@@ -208,6 +212,7 @@ def test_two_runs_of_single_scaffolds_are_compared_as_scaffolds(tmp_path: Path) 
     assert c["attribution"]["loops"]["scaffold"] == OH and not any("forced" in n for n in c["notes"])
 
 
+@pytest.mark.slow
 def test_docker_run_of_both_scaffolds_blames_the_scaffold(tmp_path: Path) -> None:
     run = both_scaffolds(
         tmp_path, TOOL_CALLS_LOOP, "--tasks", "smoke", "--task", "fix-add", "--runtime", "docker"

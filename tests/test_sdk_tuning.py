@@ -70,6 +70,7 @@ def _shown(observation: str, command: str) -> str:
     return text.removeprefix(command + "\n").strip()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_ready_terminal_gives_the_sdk_terminal_s_observations_without_its_start_up_sleep(
     tmp_path: Path,

@@ -56,6 +56,7 @@ def test_temperature_reaches_the_model_and_run_json_and_a_resume_must_match(tmp_
         run_eval(config.model_copy(update={"temperature": None, "seeds": 2}))
 
 
+@pytest.mark.slow
 def test_greedy_seeds_are_warned_about_counted_identical_and_said_to_buy_nothing(tmp_path: Path) -> None:
     """Three seeds at the default temperature 0 on two tasks: a warning before the first episode;
     identical trajectories counted per task in the report; the headline's power statement says

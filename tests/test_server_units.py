@@ -137,3 +137,18 @@ def test_port_in_use_is_refused_naming_the_pid(bundled_model: Path, tmp_path: Pa
         with pytest.raises(HarnessError, match=rf"--port {port}: already in use by PID {os.getpid()}"):
             server.start()
     assert not server.is_running()
+
+
+def test_a_server_s_key_passes_on_to_api_key_as_a_value() -> None:
+    """A user copies the key to `--api-key KEY`: one that began with "-" was taken for a flag (a
+    token_urlsafe key does 1 time in 32; three vLLM tests failed at once on such a key)."""
+    from harness.cli import build_parser
+    from harness.server.process import new_api_key
+
+    parser = build_parser()
+    for _ in range(200):
+        key = new_api_key()
+        args = parser.parse_args(
+            ["eval", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--api-key", key]
+        )
+        assert args.api_key == key

@@ -43,6 +43,7 @@ def _thrash_script(rounds: int) -> ReplayScript:
     return ReplayScript(model="scripted", pick="by_turn", responses=responses)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_a_thrashing_agent_is_a_stall_in_loops_show_and_report_never_a_loop(tmp_path: Path) -> None:
     run = tmp_path / "run"
@@ -85,6 +86,7 @@ def test_a_thrashing_agent_is_a_stall_in_loops_show_and_report_never_a_loop(tmp_
     assert "| 0.0% (none) |" in page  # the loop rate
 
 
+@pytest.mark.slow
 def test_compare_shows_the_stall_rate_beside_the_loop_rate(tmp_path: Path) -> None:
     stall = StallFinding(start_turn=2, repeats=5, attempts=5, unit="1 failed", detected_at=8)
     a = [record(f"t{i}", reward=1.0 if i < 3 else 0.0) for i in range(6)]

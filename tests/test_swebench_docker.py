@@ -145,6 +145,7 @@ def instances(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_instances(tmp_path_factory.mktemp("swebench"))
 
 
+@pytest.mark.slow
 def test_verify_gold_resolves_untouched_does_not(instances: Path) -> None:
     from harness.runtime.engine import docker_client
     from harness.tasks.oracle import verify_suite
@@ -182,6 +183,7 @@ def test_verify_gold_resolves_untouched_does_not(instances: Path) -> None:
     assert shared >= base + 2, f"the environment layers are not shared: {shared} of {len(layers[0])}"
 
 
+@pytest.mark.slow
 def test_eval_agent_fixes_it_in_the_container_and_export_preds(instances: Path, tmp_path: Path) -> None:
     from harness.evaluate import EvalConfig, run_eval
     from harness.replay import ReplayScript, ReplayServer, ScriptedCall, ScriptedResponse

@@ -50,11 +50,13 @@ def official(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
     return one, namespace, ref
 
 
+@pytest.mark.slow
 def test_the_official_name_is_swebench_s(official: tuple[Path, str, str]) -> None:
     _, namespace, ref = official
     assert ref == f"{namespace}/sweb.eval.x86_64.sympy_1776_sympy-20154:latest"
 
 
+@pytest.mark.slow
 def test_pulled_from_the_registry_and_graded_resolved_with_gold_unresolved_untouched(
     official: tuple[Path, str, str], capfd: pytest.CaptureFixture[str]
 ) -> None:

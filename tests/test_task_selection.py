@@ -59,6 +59,7 @@ def test_a_mistyped_or_shortened_flag_is_an_error_not_another_flag(tmp_path: Pat
     _one_line(run_harness("show", str(run), "--stat", "resolved"), "unrecognized arguments: --stat")
 
 
+@pytest.mark.slow
 def test_eval_runs_only_the_selected_tasks(tmp_path: Path) -> None:
     model = _finish_script(tmp_path / "script.json")
     common = ("eval", "--model", model, "--tasks", "smoke", "--runtime", "local")

@@ -162,6 +162,7 @@ def test_toml_docker_image_and_compose_are_refused(tmp_path: Path) -> None:
             load_tasks(str(d))
 
 
+@pytest.mark.slow
 def test_harbor_tasks_verify_locally_with_container_paths_mapped() -> None:
     # Without the flag, the task that needs its image stops the load and says what and how many.
     refused = run_harness("tasks", "verify", str(HARBOR))
@@ -198,6 +199,7 @@ def test_harbor_task_verification_uses_toml_and_dockerfile_env_and_reward_json(t
     assert f"python {ws}/src/total.py {ws}/data/orders.csv" in instruction and "/app" not in instruction
 
 
+@pytest.mark.slow
 def test_harbor_task_episode_through_eval_resolves(tmp_path: Path) -> None:
     script = [
         ScriptedResponse(

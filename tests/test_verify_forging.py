@@ -187,6 +187,7 @@ def canary(
     return suite, [n for n, _, _ in plays], script
 
 
+@pytest.mark.slow
 def test_forging_attempts_score_zero_locally_and_an_honest_fix_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -209,6 +210,7 @@ def test_forging_attempts_score_zero_locally_and_an_honest_fix_one(
     assert "changed the hidden tests" in rewrite["error"]["message"], rewrite
 
 
+@pytest.mark.slow
 def test_forging_attempts_score_zero_in_containers_even_with_root_and_an_honest_fix_one(
     tmp_path: Path,
 ) -> None:
@@ -275,6 +277,7 @@ def test_show_prints_the_end_of_a_failed_episode_s_verifier_output(tmp_path: Pat
     assert "FAILED" in panel and "test_even_length" in panel and "3 failed" in panel
 
 
+@pytest.mark.slow
 def test_a_harbor_task_is_verified_in_shared_mode_and_the_headline_says_so(tmp_path: Path) -> None:
     """Harbor's default: the tests run where the agent worked (here its local workspace); the
     record says so and the headline counts such episodes, since the agent could have tampered."""

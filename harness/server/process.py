@@ -77,6 +77,12 @@ def _child_setup() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
 
 
+def new_api_key() -> str:
+    """A random key for one server start. Hex: a key that starts with "-" (a token_urlsafe one
+    does, 1 in 32) is taken by argparse for a flag when a user passes it on to `--api-key`."""
+    return secrets.token_hex(24)
+
+
 class VLLMServer:
     """One on-demand vLLM server for one checkpoint (and its LoRA adapter).
 
@@ -90,7 +96,7 @@ class VLLMServer:
         self.config = config
         self.run_dir = absolute(run_dir)  # server.log's path goes into messages and commands
         self.log_path = self.run_dir / "server.log"
-        self.api_key = secrets.token_urlsafe(24)
+        self.api_key = new_api_key()
         self.on_cpu = not has_cuda()
         self.checkpoint: Checkpoint | None = None
         self.plan: MemoryPlan | None = None
@@ -452,7 +458,7 @@ class VLLMServer:
         self.stop_reason = None
         self._stopped.clear()
         self._proc = None
-        self.api_key = secrets.token_urlsafe(24)
+        self.api_key = new_api_key()
         return self.start()
 
     def wait(self) -> str:
