@@ -187,6 +187,8 @@ def run_harness(
     saved_env, saved_cwd = dict(os.environ), os.getcwd()
     saved_term = signal.getsignal(signal.SIGTERM)
     widths = [(c, c._width) for c in (cli.out, progress.console)]
+    # the engine's client is found once per process, from DOCKER_HOST
+    other_engine = env is not None and env.get("DOCKER_HOST") != saved_env.get("DOCKER_HOST")
     try:
         if env is not None:
             os.environ.clear()
@@ -196,8 +198,7 @@ def run_harness(
         for console, _ in widths:  # as make_console() sizes a console writing to a pipe
             console.width = int(columns) if columns.isdigit() else 1000
         server_config._announced.clear()
-        other_engine = os.environ.get("DOCKER_HOST") != saved_env.get("DOCKER_HOST")
-        if other_engine:  # the engine's client is found once per process, from DOCKER_HOST
+        if other_engine:
             engine.reset()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
@@ -210,7 +211,7 @@ def run_harness(
         os.chdir(saved_cwd)
         os.environ.clear()
         os.environ.update(saved_env)
-        if env is not None and env.get("DOCKER_HOST") != saved_env.get("DOCKER_HOST"):
+        if other_engine:
             engine.reset()
         signal.signal(signal.SIGTERM, saved_term)
         for console, width in widths:
