@@ -294,3 +294,58 @@ def test_the_agent_s_local_bash_does_not_run_the_user_s_bashrc(
         ex.close()
     assert "hi-from-agent" in obs.text
     assert not marker.exists()  # the user's rc file is not the task's
+
+
+@pytest.mark.timeout(120)
+def test_ctrl_c_interrupts_the_agent_s_confined_shell(tmp_path: Path) -> None:
+    """In its own PID namespace the shell had no controlling terminal: the SDK's C-c reached
+    nothing and an interrupted ``sleep`` ran to its end. Waited on as the SDK waits (its soft
+    timeout, then the key), never on a clock of the test's own."""
+    from openhands.tools.terminal.definition import TerminalAction
+
+    from harness.episodes.openhands.sdk_tuning import ReadyTerminalExecutor, _confined_with_terminal
+    from harness.runtime.procs import own_pid_namespace
+
+    confine = _confined_with_terminal(own_pid_namespace())
+    if not confine:
+        pytest.skip("this machine gives no PID namespace (no unshare or no user namespaces)")
+    work = tmp_path / "ws"
+    work.mkdir()
+    ex = ReadyTerminalExecutor(str(work), history_file=str(tmp_path / "conv" / "bash_history"), confine=confine)
+    try:
+        assert "pts/" in ex(TerminalAction(command="ps -o tty= -p $$")).text  # a terminal of its own
+        ex(TerminalAction(command="sleep 600; echo slept-through", timeout=1))
+        interrupted = ex(TerminalAction(command="C-c", is_input=True))
+        after = ex(TerminalAction(command="echo after-interrupt"))
+    finally:
+        ex.close()
+    assert "slept-through" not in interrupted.text and interrupted.exit_code != 0
+    assert "after-interrupt" in after.text and after.exit_code == 0
+
+
+def test_the_screen_clear_keeps_the_last_prompt_and_presses_no_key(tmp_path: Path) -> None:
+    """The SDK's screen clear looked for its prompt with ``\\n`` line ends in a PTY's ``\\r\\n``
+    output: it never found it, emptied the screen and pressed Enter for a new prompt, which under
+    load raced the next command. Ours keeps the prompt that is there, at once, and sends nothing."""
+    from openhands.tools.terminal.definition import TerminalAction
+
+    from harness.episodes.openhands.sdk_tuning import ReadyTerminalExecutor
+
+    work = tmp_path / "ws"
+    work.mkdir()
+    ex = ReadyTerminalExecutor(str(work), history_file=str(tmp_path / "conv" / "bash_history"))
+    terminal = ex._session.terminal  # type: ignore[union-attr]
+    sent: list[bytes] = []
+    try:
+        seen = [ex(TerminalAction(command=f"echo line-{i}")) for i in range(3)]
+        write = terminal._write_pty
+        terminal._write_pty = lambda data: (sent.append(data), write(data))[1]
+        terminal.clear_screen()
+        with terminal.output_lock:
+            kept = "".join(terminal.output_buffer)
+        terminal._write_pty = write
+    finally:
+        ex.close()
+    assert [_shown(obs.text, f"echo line-{i}") for i, obs in enumerate(seen)] == [f"line-{i}" for i in range(3)]
+    assert kept.count("###PS1JSON###") == 1 and kept.rstrip().endswith("###PS1END###")
+    assert sent == []

@@ -85,9 +85,22 @@ def create_local_terminal(conv_state: "ConversationState", **params: Any) -> Seq
         conv_state.workspace.working_dir,
         full_output_save_dir=conv_state.env_observation_persistence_dir,
         history_file=_in_episode(conv_state, "bash_history"),
-        confine=own_pid_namespace(),  # its kills reach only what it started
+        confine=_confined_with_terminal(own_pid_namespace()),  # its kills reach only what it started
     )
     return TerminalTool.create(conv_state, executor=executor)
+
+
+def _confined_with_terminal(confine: tuple[str, ...]) -> tuple[str, ...]:
+    """``confine`` with the shell made the leader of a session whose controlling terminal is its PTY.
+
+    In its own PID namespace the shell is process 1 of a process group that began outside, with no
+    controlling terminal: the PTY's Ctrl-C (the SDK's ``C-c``) reached nothing and an interrupted
+    ``sleep 30`` ran to its end, and bash ran without job control. ``setsid --ctty`` (util-linux,
+    beside ``unshare``) gives it the terminal the SDK's own unconfined shell has. Without ``setsid``
+    the shell stays as it was.
+    """
+    setsid = shutil.which("setsid")
+    return (*confine, setsid, "--ctty") if confine and setsid else confine
 
 
 def _in_episode(conv_state: "ConversationState", name: str) -> str | None:
