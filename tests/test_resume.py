@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from harness.replay import ReplayScript, ReplayServer, ScriptedCall, ScriptedResponse
-from tests.conftest import REPO
+from tests.conftest import REPO, run_harness
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -55,13 +55,8 @@ def eval_argv(run: Path, base_url: str, scaffold: str, runtime: str, *extra: str
 
 
 def run_to_end(run: Path, server: ReplayServer, scaffold: str, runtime: str, *extra: str) -> None:
-    done = subprocess.run(
-        eval_argv(run, server.base_url, scaffold, runtime, *extra),
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=400,
-    )
+    """The resuming eval, in this process (no signal is its point; an interpreter start is not)."""
+    done = run_harness(*eval_argv(run, server.base_url, scaffold, runtime, *extra)[3:])
     assert done.returncode == 0, done.stderr[-3000:]
 
 

@@ -294,3 +294,37 @@ def test_agent_runtime_dockerfile_builds_on_a_task_image(
         out.strip().splitlines()[-1]
         == f"{versions['OPENHANDS_SDK_VERSION']} {versions['OPENHANDS_TOOLS_VERSION']}"
     )
+
+
+def test_containers_removed_while_listed_are_skipped_whatever_the_engine_answers() -> None:
+    """Podman answers an inspect of a container removed since the list with 500 "no such
+    container" (Docker with 404): both are a container that is gone, any other error is not."""
+    from types import SimpleNamespace
+
+    from docker.errors import APIError, NotFound
+
+    from harness.runtime.engine import containers_now
+
+    def response(code: int) -> Any:
+        return SimpleNamespace(status_code=code, reason="", url="")
+
+    answers: dict[str, Any] = {
+        "a": "container-a",
+        "b": APIError("500 Server Error", response(500), "no such container"),
+        "c": NotFound("404", response(404), "No such container: c"),
+        "d": "container-d",
+    }
+
+    def get(cid: str) -> Any:
+        if isinstance(answers[cid], Exception):
+            raise answers[cid]
+        return answers[cid]
+
+    client: Any = SimpleNamespace(
+        api=SimpleNamespace(containers=lambda all, filters: [{"Id": cid} for cid in answers]),
+        containers=SimpleNamespace(get=get),
+    )
+    assert containers_now(client) == ["container-a", "container-d"]
+    answers["b"] = APIError("500 Server Error", response(500), "database is locked")
+    with pytest.raises(APIError):
+        containers_now(client)

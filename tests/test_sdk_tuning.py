@@ -311,7 +311,9 @@ def test_ctrl_c_interrupts_the_agent_s_confined_shell(tmp_path: Path) -> None:
         pytest.skip("this machine gives no PID namespace (no unshare or no user namespaces)")
     work = tmp_path / "ws"
     work.mkdir()
-    ex = ReadyTerminalExecutor(str(work), history_file=str(tmp_path / "conv" / "bash_history"), confine=confine)
+    ex = ReadyTerminalExecutor(
+        str(work), history_file=str(tmp_path / "conv" / "bash_history"), confine=confine
+    )
     try:
         assert "pts/" in ex(TerminalAction(command="ps -o tty= -p $$")).text  # a terminal of its own
         ex(TerminalAction(command="sleep 600; echo slept-through", timeout=1))
@@ -346,6 +348,8 @@ def test_the_screen_clear_keeps_the_last_prompt_and_presses_no_key(tmp_path: Pat
         terminal._write_pty = write
     finally:
         ex.close()
-    assert [_shown(obs.text, f"echo line-{i}") for i, obs in enumerate(seen)] == [f"line-{i}" for i in range(3)]
+    assert [_shown(obs.text, f"echo line-{i}") for i, obs in enumerate(seen)] == [
+        f"line-{i}" for i in range(3)
+    ]
     assert kept.count("###PS1JSON###") == 1 and kept.rstrip().endswith("###PS1END###")
     assert sent == []

@@ -43,6 +43,7 @@ from harness.progress import console
 from harness.runtime.base import ContainerLimits, SandboxConfig, SandboxPrep
 from harness.runtime.container_files import export_dir, extract_tar, put_dir, put_file, stage_name
 from harness.runtime.container_verify import ExportedSandbox, exec_capped, verifier_name, verify_fresh
+from harness.runtime.engine import containers_now
 from harness.runtime.export_caps import ExportLimit, ExportLimits
 from harness.runtime.images import ensure_sandbox_image
 from harness.runtime.owner import owner_labels, owner_state
@@ -669,7 +670,7 @@ class ContainerRuntime:
         machine or PID namespace) is never touched. The number removed."""
         removed = stopped = 0
         kept = {container_name(self._run, key) for key in keep}  # by name: a warm one was renamed
-        for c in self.client.containers.list(all=True, filters={"label": LABEL}, ignore_removed=True):
+        for c in containers_now(self.client, {"label": LABEL}):
             labels = c.labels or {}
             if owner_state(labels) != "gone":
                 continue
@@ -694,7 +695,7 @@ class ContainerRuntime:
         if IPC_ROOT.is_dir():
             live = {
                 (c.labels or {}).get(LABEL_IPC) or c.name
-                for c in self.client.containers.list(all=True, filters={"label": LABEL}, ignore_removed=True)
+                for c in containers_now(self.client, {"label": LABEL})
             }
             for d in IPC_ROOT.iterdir():
                 # Without a container: this run's, or old. Another run may be between making a

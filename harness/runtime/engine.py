@@ -38,6 +38,7 @@ from harness.paths import cache_dir
 
 if TYPE_CHECKING:
     import docker
+    from docker.models.containers import Container
 
 DOCKER_SOCKET = "unix:///var/run/docker.sock"
 PODMAN_ROOTFUL_SOCKET = "unix:///run/podman/podman.sock"
@@ -256,3 +257,24 @@ def reset() -> None:
             with contextlib.suppress(Exception):
                 _cached[0].close()
         _cached = None
+
+
+def containers_now(client: "docker.DockerClient", filters: dict[str, str] | None = None) -> list["Container"]:
+    """The engine's containers (stopped ones too) that still exist once each is inspected.
+
+    The SDK's ``containers.list(ignore_removed=True)`` lists, then inspects each, skipping one removed
+    in between only when the engine says 404; podman says 500 "no such container" instead, and a
+    list taken while another run (or this one's cleanup) removed a container failed with it.
+    """
+    from docker.errors import APIError, NotFound
+
+    found = []
+    for summary in client.api.containers(all=True, filters=filters):
+        try:
+            found.append(client.containers.get(summary["Id"]))
+        except NotFound:
+            continue
+        except APIError as exc:
+            if "no such container" not in str(exc).lower():
+                raise
+    return found

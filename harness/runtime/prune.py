@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict
 
 from harness.paths import cache_dir
+from harness.runtime.engine import containers_now
 
 if TYPE_CHECKING:
     import docker
@@ -103,7 +104,7 @@ def prune_task_images(
 
     pulled = _pulled()
     images = client.images.list()
-    used = {str(c.attrs.get("Image") or "") for c in client.containers.list(all=True, ignore_removed=True)}
+    used = {str(c.attrs.get("Image") or "") for c in containers_now(client)}
     built: dict[str, list[tuple[float, str, str]]] = {}  # repository -> [(created, image id, tag)]
     candidates: list[tuple[str, str]] = []  # (tag, image id)
     for image in images:
