@@ -12,6 +12,7 @@ another replica, and is recorded once, when a result comes back.
 
 import collections
 import contextlib
+import hashlib
 import shutil
 import time
 from collections.abc import Iterator, Sequence
@@ -225,7 +226,7 @@ class ClusterModel:
                     scheduling_strategy=strategy,
                     max_restarts=0,
                     name=None,
-                ).remote(self.spec, str(SCRATCH / self.run_dir.name / f"replica-{i}"))
+                ).remote(self.spec, str(self._scratch / f"replica-{i}"))
                 fixed = self.config.concurrency
                 self._replicas.append(_Replica(handle, node, i, 1 if fixed == "auto" else fixed))
             hosts = len(set(self.nodes))
@@ -266,7 +267,17 @@ class ClusterModel:
             with contextlib.suppress(Exception):
                 ray.kill(r.handle)
         self._replicas = []
-        shutil.rmtree(SCRATCH / self.run_dir.name, ignore_errors=True)  # replicas here on this machine
+        shutil.rmtree(self._scratch, ignore_errors=True)  # replicas here on this machine
+        with contextlib.suppress(OSError):  # the run's directory, once its last model's are gone
+            self._scratch.parent.rmdir()
+
+    @property
+    def _scratch(self) -> Path:
+        """This model's replicas' directories on their nodes: of this run directory (its whole path,
+        not its name: two runs called ``run`` at once shared them, and one's release removed the
+        other's) and of this model (two models of one run each have their own replicas)."""
+        where = hashlib.sha256(str(self.run_dir.resolve()).encode()).hexdigest()[:12]
+        return SCRATCH / f"{self.run_dir.name}-{where}" / _safe(self.name)
 
     # ---- routing -------------------------------------------------------------------------------
     def pick(self) -> "_Replica | None":
