@@ -25,6 +25,7 @@ import openai
 from pydantic import BaseModel
 
 from harness.episodes.scaffold import Scaffold
+from harness.errors import HarnessError
 from harness.monitor import FormatCategory, ToolCall, ToolSchemas, Turn, find_markup, validate_turn
 from harness.monitor.formats import PARSER_FOR_MARKUP
 
@@ -185,6 +186,33 @@ def free_probe_result(
     )
 
 
+def _ask(srv: _Server, what: str, **request: Any) -> Any:
+    """A probe's chat completion; a request the server refuses (a prompt longer than its
+    --max-model-len, a model it does not serve) is one line naming the probe and the server's
+    reason, not a traceback: the scaffold's tools alone can outgrow a small context."""
+    try:
+        return srv.client.chat.completions.create(**request)
+    except openai.APIStatusError as exc:
+        reason = _server_reason(exc)
+        hint = (
+            ": the scaffold's tools and prompt need a longer context (--max-model-len)"
+            if "context length" in reason or "maximum" in reason
+            else ""
+        )
+        raise HarnessError(
+            f"harness check: the server refused {what} ({exc.status_code}: {reason}){hint}"
+        ) from None
+    except openai.APIConnectionError as exc:
+        raise HarnessError(f"harness check: {what} got no answer from {srv.root}: {exc}") from None
+
+
+def _server_reason(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    inner = body.get("error", body) if isinstance(body, dict) else None
+    message = inner.get("message") if isinstance(inner, dict) else None
+    return " ".join(str(message or exc.message).split())[:300]
+
+
 def run_checks(
     *,
     base_url: str,
@@ -295,13 +323,15 @@ def run_checks(
             # Constrain the output to the template's own call text (with a free command) and see
             # whether the server's parser turns it into a tool call.
             escaped = re.escape(call_text).replace(re.escape(_PROBE_CMD), r"[a-z][a-z -]{0,30}")
-            forced = srv.client.chat.completions.create(
+            forced = _ask(
+                srv,
+                "the forced tool-call probe",
                 model=model,
-                messages=[user],  # type: ignore[list-item]
+                messages=[user],
                 tools=tools,
                 max_tokens=200,
                 temperature=0,
-                seed=0,  # type: ignore[arg-type]
+                seed=0,
                 extra_body={"structured_outputs": {"regex": escaped}},
             )
             turn = _turn_from(forced)
@@ -340,9 +370,16 @@ def run_checks(
         {"role": "system", "content": "You are a coding agent. Use the tools to act; call exactly one tool."},
         user,
     ]
-    free = srv.client.chat.completions.create(
-        model=model, tools=tools, max_tokens=256, temperature=0, seed=0, messages=messages
-    )  # type: ignore[arg-type]
+    free = _ask(
+        srv,
+        "the free probe",
+        model=model,
+        tools=tools,
+        max_tokens=256,
+        temperature=0,
+        seed=0,
+        messages=messages,
+    )
     parser_read = any(r.name == "parser reads the template's format" and r.outcome == "pass" for r in results)
     results.append(free_probe_result(_turn_from(free), schemas, template_format=fmt, parser_read=parser_read))
     return CheckReport(model=model, base_url=base_url, template_format=fmt, results=results)
