@@ -30,6 +30,7 @@ from harness.rollout import episode_key
 from harness.runtime.base import SandboxConfig
 from harness.runtime.container import IPC_ROOT, LABEL_RUN, container_name, run_label
 from tests.conftest import REPO, run_harness
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -105,8 +106,16 @@ def test_smoke_suite_resolves_in_containers_with_the_scaffold_s_tools(client, tm
     since = int(time.time()) - 1
     recs, requests = evaluate([*SMOKE["count-lines"], *SMOKE["fix-add"], *SMOKE["hello-file"]], run)
     # Each episode's container was started ahead of it (while the one before ran) and renamed
-    # the episode's when taken: as many containers as episodes, none wasted.
-    events = container_events(client, run, since)
+    # the episode's when taken: as many containers as episodes, none wasted. The engine logs its
+    # events after it answers: read once every container's removal is in the log.
+    events: list[tuple[str, str]] = []
+
+    def all_removed() -> bool:
+        events[:] = container_events(client, run, since)
+        removed = sum(1 for action, _ in events if action in ("remove", "destroy"))
+        return removed >= 2 * len(SMOKE)  # each episode's container and its verifier's
+
+    wait_for(all_removed, timeout=60, what="the removal of every container in the engine's events")
     created = [name for action, name in events if action == "create" and "-verify-" not in name]
     renamed = [name for action, name in events if action == "rename"]
     assert len(created) == len(SMOKE) and all("-warm-" in name for name in created), events
