@@ -323,33 +323,3 @@ def test_ctrl_c_interrupts_the_agent_s_confined_shell(tmp_path: Path) -> None:
         ex.close()
     assert "slept-through" not in interrupted.text and interrupted.exit_code != 0
     assert "after-interrupt" in after.text and after.exit_code == 0
-
-
-def test_the_screen_clear_keeps_the_last_prompt_and_presses_no_key(tmp_path: Path) -> None:
-    """The SDK's screen clear looked for its prompt with ``\\n`` line ends in a PTY's ``\\r\\n``
-    output: it never found it, emptied the screen and pressed Enter for a new prompt, which under
-    load raced the next command. Ours keeps the prompt that is there, at once, and sends nothing."""
-    from openhands.tools.terminal.definition import TerminalAction
-
-    from harness.episodes.openhands.sdk_tuning import ReadyTerminalExecutor
-
-    work = tmp_path / "ws"
-    work.mkdir()
-    ex = ReadyTerminalExecutor(str(work), history_file=str(tmp_path / "conv" / "bash_history"))
-    terminal = ex._session.terminal  # type: ignore[union-attr]
-    sent: list[bytes] = []
-    try:
-        seen = [ex(TerminalAction(command=f"echo line-{i}")) for i in range(3)]
-        write = terminal._write_pty
-        terminal._write_pty = lambda data: (sent.append(data), write(data))[1]
-        terminal.clear_screen()
-        with terminal.output_lock:
-            kept = "".join(terminal.output_buffer)
-        terminal._write_pty = write
-    finally:
-        ex.close()
-    assert [_shown(obs.text, f"echo line-{i}") for i, obs in enumerate(seen)] == [
-        f"line-{i}" for i in range(3)
-    ]
-    assert kept.count("###PS1JSON###") == 1 and kept.rstrip().endswith("###PS1END###")
-    assert sent == []

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from openhands.tools.terminal.constants import CMD_OUTPUT_PS1_BEGIN, CMD_OUTPUT_PS1_END
+from openhands.tools.terminal.constants import CMD_OUTPUT_PS1_END
 from openhands.tools.terminal.impl import TerminalExecutor
 from openhands.tools.terminal.terminal.subprocess_terminal import SubprocessTerminal
 from openhands.tools.terminal.terminal.terminal_session import TerminalSession
@@ -103,31 +103,6 @@ class ReadyTerminal(SubprocessTerminal):
                 return True
             time.sleep(0.005)
         return False
-
-    def clear_screen(self) -> None:
-        """Drop the output before the last complete prompt and keep that prompt, as the SDK means to.
-
-        The SDK's ``clear_screen`` looks for its prompt markers with ``\\n`` line ends, but a PTY
-        writes ``\\r\\n``: it never found them, emptied the screen and pressed Enter for a fresh
-        prompt. That prompt then raced the next command (under load it landed after the command's
-        echo and moved what the agent saw), and every observation began without the prompt before
-        it (the SDK then prefixes "[Previous command outputs are truncated...]"). Here the markers
-        are found whatever the line ends, and the screen is left empty with no key pressed when no
-        complete prompt is in it (a command still running keeps writing to it).
-        """
-        if not self._initialized:
-            return
-        begin, end = CMD_OUTPUT_PS1_BEGIN.strip(), CMD_OUTPUT_PS1_END.strip()
-        with self.output_lock:
-            data = "".join(self.output_buffer)
-            end_at = data.rfind(end)
-            begin_at = data.rfind(begin, 0, end_at) if end_at != -1 else -1
-            self.output_buffer.clear()
-            if begin_at != -1:
-                line_start = data.rfind("\n", 0, begin_at) + 1  # the marker's own line begins the tail
-                if line_start > 0:  # the newline before it belongs to the prompt (PS1 begins with one)
-                    line_start -= 2 if data[max(line_start - 2, 0) : line_start] == "\r\n" else 1
-                self.output_buffer.append(data[line_start:])
 
     def _wait_ready(self) -> None:
         self._ready.wait(_READY_TIMEOUT_S + 5)
