@@ -31,6 +31,12 @@ from harness.monitor.formats import PARSER_FOR_MARKUP
 
 Outcome = Literal["pass", "warn", "fail", "skip"]
 _PROBE_CMD = "PROBE_CMD_7f3a"
+# Both probes' system message: one prompt (the scaffold's tools are most of it) that the server
+# prefills once; on a CPU server that prefill is a minute.
+_SYSTEM = {
+    "role": "system",
+    "content": "You are a coding agent. Use the tools to act; call exactly one tool.",
+}
 _MARKER = "TOOL_RESULT_MARKER_5c2e"
 _TRAILING_SPECIALS = re.compile(r"(?:\s*(?:<\|[^|>]+\|>|</s>|<eos>|<end_of_turn>))+\s*$")
 
@@ -327,7 +333,7 @@ def run_checks(
                 srv,
                 "the forced tool-call probe",
                 model=model,
-                messages=[user],
+                messages=[_SYSTEM, user],  # the free probe's prompt: the server's prefix cache holds it
                 tools=tools,
                 max_tokens=200,
                 temperature=0,
@@ -366,10 +372,7 @@ def run_checks(
                     )
                 )
 
-    messages: Any = [
-        {"role": "system", "content": "You are a coding agent. Use the tools to act; call exactly one tool."},
-        user,
-    ]
+    messages: Any = [_SYSTEM, user]
     free = _ask(
         srv,
         "the free probe",
