@@ -169,13 +169,6 @@ def uninterrupted_episode(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any
     return comparable(run, record(run))
 
 
-def _journal_turn(run: Path) -> int:
-    """The turn of the last whole checkpoint in the run directory's journal of the TURNS-turn episode."""
-    journal = run / "episodes" / "scripted" / "hello-file" / "seed1" / "checkpoint" / "journal"
-    whole = journal.read_bytes().rpartition(b"\n")[0].splitlines() if journal.exists() else []
-    return int(json.loads(whole[-1].partition(b"\t")[0])["turn"]) if whole else 0
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGKILL"])
 def test_a_ray_episode_checkpoints_on_the_driver_and_a_rerun_resumes_it(
@@ -187,7 +180,7 @@ def test_a_ray_episode_checkpoints_on_the_driver_and_a_rerun_resumes_it(
     driver: its checkpoints shipped so far are whole in the run directory; the rerun (on threads,
     the run directory is the same for either) resumes from the last one. Either way the record,
     turns and files equal an uninterrupted run's."""
-    from tests.test_resume import AT, GRACE_S, TURNS, comparable, eval_argv, record, script
+    from tests.test_resume import AT, GRACE_S, TURNS, comparable, eval_argv, journal_turn, record, script
 
     run = tmp_path / "run"
     ray_flags = ("--executor", "ray", "--ray-address", cluster.address)
@@ -201,7 +194,7 @@ def test_a_ray_episode_checkpoints_on_the_driver_and_a_rerun_resumes_it(
             while server.served < AT:
                 assert proc.poll() is None and time.monotonic() < deadline, f"the run ended before turn {AT}"
                 time.sleep(0.02)
-            while signame == "SIGKILL" and _journal_turn(run) < AT - 1:  # turn AT-1's checkpoint shipped
+            while signame == "SIGKILL" and journal_turn(run) < AT - 1:  # turn AT-1's checkpoint shipped
                 assert proc.poll() is None and time.monotonic() < deadline, "no checkpoint reached the driver"
                 time.sleep(0.02)
             started = time.monotonic()
@@ -219,7 +212,7 @@ def test_a_ray_episode_checkpoints_on_the_driver_and_a_rerun_resumes_it(
         assert "1 running episode(s) finished their turn and checkpointed" in last, last
         assert "0 running episode(s) stopped" in last, last
     assert not (run / "episodes.jsonl").exists() or not (run / "episodes.jsonl").read_text().strip()
-    resumed_at = _journal_turn(run)  # the checkpoint in the driver's run directory
+    resumed_at = journal_turn(run)  # the checkpoint in the driver's run directory
     assert resumed_at == AT if signame == "SIGTERM" else resumed_at >= AT - 1, resumed_at
     with ReplayServer(script("openhands-codeact")) as again:
         rerun = eval_argv(run, again.base_url, "openhands-codeact", "local")[3:]
