@@ -152,3 +152,52 @@ def test_a_server_s_key_passes_on_to_api_key_as_a_value() -> None:
             ["eval", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--api-key", key]
         )
         assert args.api_key == key
+
+
+def test_a_live_server_too_busy_to_answer_health_is_not_restarted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """vLLM answers /health through its engine's queue: on a CPU one step of long prompts holds it
+    for minutes, and the harness restarted such a server every 3 minutes (each restart lost the step
+    and the next met the same prompts). Alive and slow is busy; an error, a refusal or a dead
+    process is not healthy."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from types import SimpleNamespace
+
+    import harness.server.process as process
+
+    answer = {"status": 200, "hang": threading.Event()}
+
+    class Health(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if answer["status"] is None:
+                answer["hang"].wait(30)  # type: ignore[union-attr]
+                return
+            self.send_response(answer["status"])  # type: ignore[arg-type]
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    http = ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=http.serve_forever, daemon=True).start()
+    monkeypatch.setattr(process, "_HEALTH_TIMEOUT_S", 0.2)
+    server = VLLMServer(ServerConfig(model="smollm2-135m"), run_dir=tmp_path)
+    alive = {"process": True}
+    monkeypatch.setattr(server, "is_running", lambda: alive["process"])
+    monkeypatch.setattr(server, "engine_alive", lambda: True)
+    server.launch = SimpleNamespace(port=http.server_address[1])  # type: ignore[assignment]
+    try:
+        assert server.healthy()
+        answer["status"] = None  # busy: no answer in time
+        assert server.healthy()
+        answer["status"] = 500
+        assert not server.healthy()
+        answer["status"] = None
+        alive["process"] = False
+        assert not server.healthy()
+    finally:
+        answer["hang"].set()  # type: ignore[union-attr]
+        http.shutdown()

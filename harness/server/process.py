@@ -38,6 +38,7 @@ _TERM_GRACE_S = 15.0
 # of its start-up: waiting the full grace only delays Ctrl-C.
 _STARTING_GRACE_S = 3.0
 _CRASH_SETTLE_S = 15.0
+_HEALTH_TIMEOUT_S = 5.0  # per /health try (three tries)
 _ENGINE_MARK = "EngineCore"  # vLLM v1's engine process titles itself VLLM::EngineCore_<n>
 
 
@@ -201,18 +202,28 @@ class VLLMServer:
 
     def healthy(self) -> bool:
         """The server can serve: its process and engine alive and ``/health`` answering 200 (a few
-        tries: a busy server on a small machine may be slow to answer)."""
+        tries: a busy server on a small machine may be slow to answer), or not answering in time
+        while both are alive: busy, not dead. vLLM answers ``/health`` through the engine's queue,
+        and on a CPU one engine step of long prompts takes minutes; a restart then threw away the
+        step and every request in it, and the next start met the same prompts: a run on a 2-core
+        box restarted its server every 3 minutes and finished no episode. A dead process or
+        engine, a refused connection or an error status is unhealthy at once."""
         if not self.is_running() or not self.engine_alive() or self.launch is None:
             return False
-        with httpx.Client(timeout=5.0) as http:
+        slow = 0
+        with httpx.Client(timeout=_HEALTH_TIMEOUT_S) as http:
             for _ in range(3):
-                with contextlib.suppress(httpx.HTTPError):
+                try:
                     if http.get(f"{self.base_url}/health").status_code == 200:
                         return True
+                except httpx.TimeoutException:
+                    slow += 1
+                except httpx.HTTPError:
+                    pass
                 if not self.is_running() or not self.engine_alive():
                     return False
                 time.sleep(0.5)
-        return False
+        return slow == 3
 
     def client(self, timeout: float = 600.0) -> Any:
         """An OpenAI client for this server; retries are the caller's decision (max_retries=0)."""
