@@ -323,3 +323,29 @@ def test_ctrl_c_interrupts_the_agent_s_confined_shell(tmp_path: Path) -> None:
         ex.close()
     assert "slept-through" not in interrupted.text and interrupted.exit_code != 0
     assert "after-interrupt" in after.text and after.exit_code == 0
+
+
+def test_a_command_returns_with_the_shell_back_at_its_prompt(tmp_path: Path) -> None:
+    """The SDK's screen clear presses Enter for a fresh prompt at the end of every command; when
+    the next command read the screen before that prompt came (under load), the prompt counted as
+    the next command's end: an empty observation, then each command's output one turn late (CI
+    failures: a loop found turns late, a root agent's first command seemingly never run). Each
+    command now returns only once that prompt is on the screen."""
+    from openhands.tools.terminal.definition import TerminalAction
+
+    from harness.episodes.openhands.sdk_tuning import ReadyTerminalExecutor
+
+    work = tmp_path / "ws"
+    work.mkdir()
+    ex = ReadyTerminalExecutor(str(work), history_file=str(tmp_path / "conv" / "bash_history"))
+    terminal = ex._session.terminal  # type: ignore[union-attr]
+    screens = []
+    try:
+        for i in range(5):
+            seen = ex(TerminalAction(command=f"echo line-{i}"))
+            with terminal.output_lock:  # at once: what the next command's first read would see
+                screens.append("".join(terminal.output_buffer).replace("\r", ""))
+            assert _shown(seen.text, f"echo line-{i}") == f"line-{i}", seen.text
+    finally:
+        ex.close()
+    assert all(screen.rstrip().endswith("###PS1END###") for screen in screens), screens

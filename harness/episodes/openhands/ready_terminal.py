@@ -22,6 +22,18 @@ from openhands.tools.terminal.terminal.tmux_pane_pool import DEFAULT_MAX_PANES
 _READY_TIMEOUT_S = 10.0  # a shell with no prompt by then is used as it is, as the SDK would after 1 s
 
 
+_SETTLE_S = 5.0  # the longest a clear waits for the prompt it asked for
+
+
+def _at_prompt(text: str) -> bool:
+    """The shell is back at its prompt: the prompt's end marker last (readline prints the prompt
+    once it reads the next line)."""
+    return text.rstrip().endswith(_MARKER)
+
+
+_MARKER = CMD_OUTPUT_PS1_END.rstrip()
+
+
 class _SetupSent(Exception):
     """Raised by our _write_pty to end SubprocessTerminal.initialize before its blind sleep."""
 
@@ -51,6 +63,7 @@ class ReadyTerminal(SubprocessTerminal):
         self._history_file = history_file
         self._ready = threading.Event()
         self._setup_echo: str | None = None
+        self._nudged = False
 
     def initialize(self) -> None:
         if self._initialized:
@@ -63,6 +76,7 @@ class ReadyTerminal(SubprocessTerminal):
             self._ready.set()
 
     def _write_pty(self, data: bytes) -> None:
+        self._nudged = data == b"\n"  # what the SDK's clear writes when it asks for a prompt
         first = self._setup_echo is None and not self._ready.is_set()
         if first:
             # ~/.bashrc ran before this line and may have pointed HISTFILE at ~/.bash_history
@@ -78,7 +92,7 @@ class ReadyTerminal(SubprocessTerminal):
             raise _SetupSent
 
     def _await_prompt(self) -> None:
-        marker = CMD_OUTPUT_PS1_END.rstrip()
+        marker = _MARKER
         deadline = time.monotonic() + _READY_TIMEOUT_S
 
         def set_up(text: str) -> bool:  # the prompt after the set-up command's echo is up
@@ -86,14 +100,28 @@ class ReadyTerminal(SubprocessTerminal):
             return bool(echoed) and marker in after and text.rstrip().endswith(marker)
 
         try:
-            if self._wait_for(set_up, deadline):
-                self.clear_screen()  # as the SDK does after its sleep: drop start-up output, ask for a prompt
-                # ... and that prompt is in before the first command reads the screen.
-                self._wait_for(lambda text: text.rstrip().endswith(marker), deadline)
-            else:
-                self.clear_screen()
+            self._wait_for(set_up, deadline)
+            self._clear_and_settle(deadline)  # as the SDK does after its sleep: drop start-up output
         finally:
             self._ready.set()
+
+    def clear_screen(self) -> None:
+        """The SDK's screen clear, returning once the prompt it asks for is up.
+
+        The SDK's clear looks for its prompt with ``\\n`` line ends in a PTY's ``\\r\\n``
+        output, never finds it, empties the screen and presses Enter for a fresh prompt. It runs
+        at the end of every command; when the next command read the screen before that fresh
+        prompt came (under load), the prompt then counted as the command's end: the observation
+        was empty and every later one was the command before's output (a loop found turns late,
+        a root agent's ``kill -9 -1`` seemingly never run). Here the clear waits for that prompt
+        (bounded: a program still reading the terminal may never print one)."""
+        self._clear_and_settle(time.monotonic() + _SETTLE_S)
+
+    def _clear_and_settle(self, deadline: float) -> None:
+        self._nudged = False
+        super().clear_screen()
+        if self._nudged:  # the screen was emptied and Enter pressed for a fresh prompt
+            self._wait_for(_at_prompt, deadline)
 
     def _wait_for(self, condition: Callable[[str], bool], deadline: float) -> bool:
         while time.monotonic() < deadline and not self._closed:
