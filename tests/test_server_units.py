@@ -201,3 +201,66 @@ def test_a_live_server_too_busy_to_answer_health_is_not_restarted(
     finally:
         answer["hang"].set()  # type: ignore[union-attr]
         http.shutdown()
+
+
+def test_the_idle_watchdog_keeps_a_server_whose_requests_are_in_flight(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """/metrics is written between engine steps: during one long CPU prefill it says nothing runs,
+    and the watchdog stopped the server mid-request every idle timeout (a run restarted its server
+    every 3 minutes and ended no episode). vLLM's /load counts the requests its HTTP layer holds."""
+    import json
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from types import SimpleNamespace
+
+    from harness.server.metrics import IdleTracker
+
+    load = {"n": 1, "asked": 0}
+
+    class Idle(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            load["asked"] += self.path == "/load"
+            body = (
+                json.dumps({"server_load": load["n"]})
+                if self.path == "/load"
+                else "vllm:num_requests_running 0\nvllm:num_requests_waiting 0\nvllm:generation_tokens_total 0\n"
+            ).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    http = ThreadingHTTPServer(("127.0.0.1", 0), Idle)
+    threading.Thread(target=http.serve_forever, daemon=True).start()
+    server = VLLMServer(ServerConfig(model="smollm2-135m", idle_timeout=1.0), run_dir=tmp_path)
+    monkeypatch.setattr(server, "is_running", lambda: True)
+    monkeypatch.setattr(server, "engine_alive", lambda: True)
+    server.launch = SimpleNamespace(port=http.server_address[1])  # type: ignore[assignment]
+    stopped: list[str] = []
+
+    def stop(reason: str = "") -> None:
+        stopped.append(reason)
+        server._stopped.set()
+
+    monkeypatch.setattr(server, "stop", stop)
+    server._tracker = IdleTracker(time.monotonic())
+    watcher = threading.Thread(target=server._watch, daemon=True)
+    try:
+        watcher.start()
+        # /load asked 6 times, 0.5 s apart: well past the 1 s idle timeout with a request in flight
+        while load["asked"] < 6:
+            assert not stopped, stopped
+            assert watcher.is_alive()
+            time.sleep(0.05)
+        assert not stopped, stopped
+        load["n"] = 0  # answered: now it is idle
+        watcher.join(timeout=30)
+        assert stopped == ["idle for 1 s"]
+    finally:
+        server._stopped.set()
+        http.shutdown()

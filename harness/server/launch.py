@@ -84,6 +84,9 @@ def build_launch(
             "--max-lora-rank",
             str(lora_rank_flag(checkpoint.lora_rank)),
         ]
+    # /load: the requests in flight at the HTTP layer, which the idle watchdog reads (process.py):
+    # /metrics only changes between engine steps, and one step of long prompts on a CPU is minutes.
+    argv.append("--enable-server-load-tracking")
     eager = config.enforce_eager if config.enforce_eager is not None else on_cpu
     if eager:
         argv.append("--enforce-eager")

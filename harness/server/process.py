@@ -42,6 +42,16 @@ _HEALTH_TIMEOUT_S = 5.0  # per /health try (three tries)
 _ENGINE_MARK = "EngineCore"  # vLLM v1's engine process titles itself VLLM::EngineCore_<n>
 
 
+def _requests_in_flight(http: httpx.Client, base_url: str) -> int:
+    """The requests the server's HTTP layer has taken and not answered (vLLM's ``/load`` with
+    ``--enable-server-load-tracking``); 0 where it does not say."""
+    try:
+        load = http.get(f"{base_url}/load").json().get("server_load")
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return 0
+    return int(load) if isinstance(load, int | float) else 0
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -360,6 +370,11 @@ class VLLMServer:
                 assert self._tracker is not None
                 now = time.monotonic()
                 self._tracker.observe(snap, now)
+                if _requests_in_flight(http, self.base_url):
+                    # /metrics is written between engine steps: during one long step (minutes of a
+                    # CPU prefill) it said nothing ran, and the watchdog stopped a server mid-request
+                    # every idle timeout (the next start met the same prompts: no episode ended)
+                    self._tracker.touch(now)
                 if idle_timeout and self._tracker.idle_for(now) >= idle_timeout:
                     console.print(f"vLLM idle for {idle_timeout:g} s: stopping it")
                     self.stop(reason=f"idle for {idle_timeout:g} s")
