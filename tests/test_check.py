@@ -190,8 +190,7 @@ def test_the_free_probe_uses_the_episodes_format_validation() -> None:
 def test_a_probe_the_server_refuses_is_one_line_naming_the_context() -> None:
     """A server whose context is shorter than the scaffold's tools and prompt refuses the probes
     (400, vLLM's words): `harness check` said so in a bare BadRequestError traceback."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from tests.helpers.stub_http import stub_http
 
     refusal = {
         "error": {
@@ -202,32 +201,15 @@ def test_a_probe_the_server_refuses_is_one_line_naming_the_context() -> None:
         }
     }
 
-    class Refusing(BaseHTTPRequestHandler):
-        def _send(self, code: int, body: object) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def answer(method: str, path: str) -> tuple[int, bytes]:
+        if method == "GET":  # /v1/models
+            return 200, json.dumps({"object": "list", "data": [{"id": "small", "object": "model"}]}).encode()
+        if "completions" in path:  # every completion is refused; /tokenize is not offered
+            return 400, json.dumps(refusal).encode()
+        return 404, b"{}"
 
-        def do_GET(self) -> None:  # /v1/models
-            self._send(200, {"object": "list", "data": [{"id": "small", "object": "model"}]})
-
-        def do_POST(self) -> None:  # /tokenize is not offered; every completion is refused
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            self._send(404 if "tokenize" in self.path else 400, refusal if "completions" in self.path else {})
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-        done = run_harness("check", "--base-url", url, "--served-model", "small")
-    finally:
-        server.shutdown()
+    with stub_http(answer) as port:
+        done = run_harness("check", "--base-url", f"http://127.0.0.1:{port}/v1", "--served-model", "small")
     assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
     (line,) = [x for x in done.stderr.splitlines() if x.strip()]
     assert "refused the free probe (400: This model's maximum context length is 2048 tokens" in line, line

@@ -161,35 +161,19 @@ def test_a_live_server_too_busy_to_answer_health_is_not_restarted(
     for minutes, and the harness restarted such a server every 3 minutes (each restart lost the step
     and the next met the same prompts). Alive and slow is busy; an error, a refusal or a dead
     process is not healthy."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
     from types import SimpleNamespace
 
     import harness.server.process as process
+    from tests.helpers.stub_http import stub_http
 
-    answer = {"status": 200, "hang": threading.Event()}
-
-    class Health(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            if answer["status"] is None:
-                answer["hang"].wait(30)  # type: ignore[union-attr]
-                return
-            self.send_response(answer["status"])  # type: ignore[arg-type]
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    http = ThreadingHTTPServer(("127.0.0.1", 0), Health)
-    threading.Thread(target=http.serve_forever, daemon=True).start()
+    answer: dict[str, int | None] = {"status": 200}
     monkeypatch.setattr(process, "_HEALTH_TIMEOUT_S", 0.2)
     server = VLLMServer(ServerConfig(model="smollm2-135m"), run_dir=tmp_path)
     alive = {"process": True}
     monkeypatch.setattr(server, "is_running", lambda: alive["process"])
     monkeypatch.setattr(server, "engine_alive", lambda: True)
-    server.launch = SimpleNamespace(port=http.server_address[1])  # type: ignore[assignment]
-    try:
+    with stub_http(lambda _, __: None if answer["status"] is None else (answer["status"], b"")) as port:
+        server.launch = SimpleNamespace(port=port)  # type: ignore[assignment]
         assert server.healthy()
         answer["status"] = None  # busy: no answer in time
         assert server.healthy()
@@ -198,9 +182,6 @@ def test_a_live_server_too_busy_to_answer_health_is_not_restarted(
         answer["status"] = None
         alive["process"] = False
         assert not server.healthy()
-    finally:
-        answer["hang"].set()  # type: ignore[union-attr]
-        http.shutdown()
 
 
 def test_the_idle_watchdog_keeps_a_server_whose_requests_are_in_flight(
@@ -212,35 +193,23 @@ def test_the_idle_watchdog_keeps_a_server_whose_requests_are_in_flight(
     import json
     import threading
     import time
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
     from types import SimpleNamespace
 
     from harness.server.metrics import IdleTracker
+    from tests.helpers.stub_http import stub_http
 
     load = {"n": 1, "asked": 0}
+    idle_page = b"vllm:num_requests_running 0\nvllm:num_requests_waiting 0\nvllm:generation_tokens_total 0\n"
 
-    class Idle(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            load["asked"] += self.path == "/load"
-            body = (
-                json.dumps({"server_load": load["n"]})
-                if self.path == "/load"
-                else "vllm:num_requests_running 0\nvllm:num_requests_waiting 0\nvllm:generation_tokens_total 0\n"
-            ).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def answer(_: str, path: str) -> tuple[int, bytes]:
+        if path != "/load":
+            return 200, idle_page
+        load["asked"] += 1
+        return 200, json.dumps({"server_load": load["n"]}).encode()
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    http = ThreadingHTTPServer(("127.0.0.1", 0), Idle)
-    threading.Thread(target=http.serve_forever, daemon=True).start()
     server = VLLMServer(ServerConfig(model="smollm2-135m", idle_timeout=1.0), run_dir=tmp_path)
     monkeypatch.setattr(server, "is_running", lambda: True)
     monkeypatch.setattr(server, "engine_alive", lambda: True)
-    server.launch = SimpleNamespace(port=http.server_address[1])  # type: ignore[assignment]
     stopped: list[str] = []
 
     def stop(reason: str = "") -> None:
@@ -250,17 +219,18 @@ def test_the_idle_watchdog_keeps_a_server_whose_requests_are_in_flight(
     monkeypatch.setattr(server, "stop", stop)
     server._tracker = IdleTracker(time.monotonic())
     watcher = threading.Thread(target=server._watch, daemon=True)
-    try:
-        watcher.start()
-        # /load asked 6 times, 0.5 s apart: well past the 1 s idle timeout with a request in flight
-        while load["asked"] < 6:
+    with stub_http(answer) as port:
+        server.launch = SimpleNamespace(port=port)  # type: ignore[assignment]
+        try:
+            watcher.start()
+            # /load asked 6 times, 0.5 s apart: well past the 1 s idle timeout with a request in flight
+            while load["asked"] < 6:
+                assert not stopped, stopped
+                assert watcher.is_alive()
+                time.sleep(0.05)
             assert not stopped, stopped
-            assert watcher.is_alive()
-            time.sleep(0.05)
-        assert not stopped, stopped
-        load["n"] = 0  # answered: now it is idle
-        watcher.join(timeout=30)
-        assert stopped == ["idle for 1 s"]
-    finally:
-        server._stopped.set()
-        http.shutdown()
+            load["n"] = 0  # answered: now it is idle
+            watcher.join(timeout=30)
+            assert stopped == ["idle for 1 s"]
+        finally:
+            server._stopped.set()
