@@ -5,11 +5,20 @@ Why it matters: on a CPU every real-vLLM test and every local episode of the bun
 for its prompt. An OpenHands prompt is ~6.4k tokens (the scaffold's tools are ~2.6k of them); on
 the local runtime each episode's prompt names its own workspace in the file editor's description,
 so only the part before that name is in the prefix cache, while container episodes (``/workspace``
-for all) share it whole. Measured on the 2-core box (quiet): 1,099 tokens 27 s, 2,299 tokens 59 s,
-5,099 tokens 155 s, 7,999 tokens 279 s: ~25-35 ms a token, one engine step for the whole prompt,
-during which the server answers /health late (harness/server/process.py: busy is not dead).
+for all) share it whole. One engine step holds the whole prompt, during which the server answers
+/health late (harness/server/process.py: busy is not dead).
 
-usage: .venv/bin/python bench/cpu_prefill.py [--words 150 300 650 1300]
+Measured on the 2-core AVX2 box (quiet), prompt tokens -> seconds:
+
+| tokens | bfloat16 (the checkpoint's) | float32 (the default on this CPU: cpu_dtype.py) |
+| ---: | ---: | ---: |
+| 1,099 | 26-27 | 5.3-6.0 |
+| 2,299 | 59 | 13.4 |
+| 5,099 | 147-155 | 43-44 |
+| 7,099 | - | 77 |
+| 7,999 | 279 | - |
+
+usage: .venv/bin/python bench/cpu_prefill.py [--words 150 300 650 900] [--dtype bfloat16]
 """
 
 import argparse
@@ -23,12 +32,12 @@ from harness.server.process import VLLMServer
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--words", type=int, nargs="+", default=[150, 300, 650, 1300])
+    parser.add_argument("--words", type=int, nargs="+", default=[150, 300, 650, 900])
     parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--dtype", default=None, help="vLLM's --dtype (default: as the harness picks)")
     args = parser.parse_args()
-    server = VLLMServer(
-        ServerConfig(model=args.model, max_model_len=8192, idle_timeout=0), run_dir=Path(tempfile.mkdtemp())
-    )
+    config = ServerConfig(model=args.model, max_model_len=8192, idle_timeout=0, dtype=args.dtype)
+    server = VLLMServer(config, run_dir=Path(tempfile.mkdtemp()))
     server.start()
     try:
         client = server.client()

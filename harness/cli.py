@@ -158,6 +158,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         t = Table(title=f"memory plan: {escape(name)} on {escape(plan.device)}", show_header=False)
         rows = [
             ("parameters", f"{plan.param_count / 1e9:.2f} B"),
+            ("served dtype", f"{plan.dtype} ({escape(plan.dtype_source)})"),
             ("weights", f"{plan.weight_bytes / GiB:.2f} GiB ({plan.weight_source})"),
             ("KV cache per token", f"{plan.kv_bytes_per_token / 1024:.0f} KiB"),
             ("activation peak (estimate)", f"{plan.activation_bytes / GiB:.2f} GiB"),

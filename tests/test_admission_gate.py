@@ -203,12 +203,18 @@ def test_auto_without_metrics_keeps_the_sandboxes_capacity_and_says_so_once(tmp_
     assert [(x["action"], x["limit"]) for x in lines] == [("start", 3)]
 
 
-def test_plan_says_where_auto_starts_and_why() -> None:
+def test_plan_says_where_auto_starts_and_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.server import cpu_dtype
+
+    # A CPU without bf16 instructions (this box's): the bundled bf16 model is served in float32.
+    monkeypatch.setattr(cpu_dtype, "cpu_flags", lambda: frozenset({"avx2"}))
     done = run_harness("plan", "--model", "smollm2-135m", "--gpu", "cpu")
     assert done.returncode == 0, done.stderr
+    assert "float32 (this CPU has no bfloat16 instructions" in " ".join(done.stdout.split())
     said = [x for x in done.stdout.splitlines() if x.startswith("concurrency auto")]
     assert len(said) == 1, done.stdout
-    assert "11 full-length sequences fit the KV cache; --max-num-seqs 11;" in said[0], said
+    # 2 GiB of float32 KV cache: 46,603 tokens (46,080 bytes each), 5 sequences of 8,192 tokens.
+    assert "5 full-length sequences fit the KV cache; --max-num-seqs 5;" in said[0], said
     assert re.search(r"starts at \d+ episode\(s\) per server on this host, at most \d+", said[0]), said
     assert re.search(r"\d+ sandbox(es)? fits? the host \(\d+ cores / 2 per episode", said[0]), said
 

@@ -12,11 +12,15 @@ import pytest
 from harness.admission.controller import ADMISSION_FILE, AdmissionRecord
 from harness.results.store import RunStore
 from harness.results.timeline import load_timeline
+from harness.server.cpu_dtype import served_dtype
 from tests.conftest import HARNESS, REPO
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(1500)]
 
 CORES = len(os.sched_getaffinity(0))
+# The bundled bf16 model is served in float32 on a CPU without bf16 instructions (cpu_dtype.py):
+# twice the bytes a token, so twice the cache for the same tokens.
+KV_GIB = "2" if served_dtype(None, "bfloat16", on_cpu=True)[0] == "float32" else "1"
 # One turn per episode at temperature 1: a ~6.4k-token prompt, then a short answer (what is tested is
 # how many episodes are admitted at once, not what they say).
 COMMON = [
@@ -32,8 +36,8 @@ COMMON = [
     "32",
     "--idle-timeout",
     "120",
-    "--cpu-kv-cache-gib",  # 1 GiB: 46,603 tokens of this model; 5 full 8192-token sequences
-    "1",
+    "--cpu-kv-cache-gib",  # 46,603 tokens of this model: 5 full 8192-token sequences
+    KV_GIB,
     "--max-model-len",
     "8192",
     "--sandbox-memory-gib",
@@ -67,7 +71,7 @@ def admissions(run: Path) -> list[AdmissionRecord]:
 def test_auto_starts_at_the_plan_grows_within_the_sandboxes_and_never_preempts(
     bundled_model: Path, tmp_path: Path, no_vllm_left: None
 ) -> None:
-    """The plan fits 5 full-length sequences in the 1 GiB cache: auto starts there (said once, in
+    """The plan fits 5 full-length sequences in the cache: auto starts there (said once, in
     admission.jsonl with the reason); prefix caching on, the episodes share their ~6.4k-token prompt,
     so the real cache has room past the plan and auto grows, on the server's own scrapes, up to the
     6 sandboxes the host holds and never past them; no preemption. (A fixed concurrency the cache

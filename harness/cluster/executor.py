@@ -169,6 +169,7 @@ class ClusterModel:
                 max_model_len=cfg.max_model_len,
                 concurrency=cfg.max_num_seqs,
                 cpu_kv_cache_gib=cfg.cpu_kv_cache_gib,
+                dtype=cfg.dtype,
             )
             if not plan.fits:
                 raise HarnessError(f"memory plan for {model} on every node (cpu): {plan.advice}")

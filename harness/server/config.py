@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from harness.errors import HarnessError
+from harness.server.cpu_dtype import VLLM_DTYPES
 
 LOOPBACK = "127.0.0.1"
 LOOPBACK_HOSTS = frozenset({LOOPBACK, "localhost", "::1"})
@@ -93,7 +94,11 @@ class ServerOptions(BaseModel):
     max_num_seqs: int | None = Field(
         None, ge=1, description="Concurrent sequences (default: from the memory plan)."
     )
-    dtype: str | None = Field(None, description="Weights dtype passed to vLLM (default: the checkpoint's).")
+    dtype: str | None = Field(
+        None,
+        description="Weights dtype passed to vLLM (default: the checkpoint's; on a CPU without 16-bit float "
+        "instructions, float32).",
+    )
     host: str = Field(
         LOOPBACK,
         description="Interface the server listens on: 127.0.0.1, or 0.0.0.0 / :: (every interface: other "
@@ -116,6 +121,13 @@ class ServerOptions(BaseModel):
         ge=0,
         description="Scrape the server's /metrics every this many seconds into server_metrics.jsonl (0: off).",
     )
+
+    @field_validator("dtype")
+    @classmethod
+    def _vllm_dtype(cls, value: str | None) -> str | None:
+        if value is not None and value not in VLLM_DTYPES:
+            raise ValueError(f"{value}: vLLM serves {', '.join(VLLM_DTYPES)}")
+        return value
 
     @field_validator("host")
     @classmethod

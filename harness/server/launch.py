@@ -73,8 +73,8 @@ def build_launch(
     env: dict[str, str] = {}
     if checkpoint.chat_template is not None:
         argv += ["--chat-template", str(absolute(checkpoint.chat_template))]
-    if config.dtype:
-        argv += ["--dtype", config.dtype]
+    if config.dtype or plan.dtype != checkpoint.dtype:  # the plan's: cpu_dtype.py
+        argv += ["--dtype", plan.dtype]
     if checkpoint.kind == "lora":
         assert checkpoint.adapter_name and checkpoint.lora_rank
         argv += [

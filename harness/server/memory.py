@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from harness.errors import HarnessError
 from harness.server.checkpoint import _text_config, context_length_of, dtype_of
 from harness.server.config import GPU_MEMORY_UTILIZATION
+from harness.server.cpu_dtype import served_dtype
 
 GiB = 2**30
 # Usable memory as NVML reports it for the common 80 GB / 141 GB parts.
@@ -121,6 +122,8 @@ class MemoryPlan(BaseModel):
         None, description="Free memory of the detected GPU now (NVML); None for presets and the CPU"
     )
     held_by: str | None = Field(None, description="Who holds the detected GPU's memory, when someone does")
+    dtype: str = Field("bfloat16", description="the dtype vLLM serves the weights (and KV cache) in")
+    dtype_source: str = Field("the checkpoint's", description="why that dtype (harness/server/cpu_dtype.py)")
 
     @property
     def kv_tokens(self) -> int:
@@ -401,6 +404,7 @@ def plan_memory(
     cpu_kv_cache_gib: float = 2.0,
     adapter_bytes: int = 0,
     tensor_parallel: int = 1,
+    dtype: str | None = None,
 ) -> MemoryPlan:
     """Plan KV cache and sequence limits for one replica of ``tensor_parallel`` GPUs (one device by
     default); ``fits`` is False when one full sequence cannot fit, and ``advice`` says what would."""
@@ -419,7 +423,14 @@ def plan_memory(
     want_len = max_model_len or context
     if max_model_len and max_model_len > context:
         raise HarnessError(f"--max-model-len {max_model_len} exceeds the model's context length {context}")
+    stored = dtype_of(config)
+    served, dtype_source = served_dtype(dtype, stored, on_cpu=total is None)
     weight_bytes, params, source = model_weights(config, model_dir)
+    if served != stored:  # weights converted at load, the KV cache in the served dtype too
+        config = {**config, "torch_dtype": served}
+        if isinstance(config.get("text_config"), dict):
+            config["text_config"] = {**config["text_config"], "torch_dtype": served}
+        weight_bytes = params * DTYPE_BYTES.get(served, 2)
     weight_bytes += adapter_bytes
     per_token = kv_bytes_per_token(config)
 
@@ -520,6 +531,8 @@ def plan_memory(
         recommended_max_num_seqs=rec_seqs,
         fits=fits,
         advice=advice,
+        dtype=served,
+        dtype_source=dtype_source,
     )
 
 

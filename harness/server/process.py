@@ -148,6 +148,7 @@ class VLLMServer:
             concurrency=cfg.max_num_seqs,
             cpu_kv_cache_gib=cfg.cpu_kv_cache_gib,
             tensor_parallel=tensor_parallel_size(cfg.extra_args),  # the replica's GPUs, not one
+            dtype=cfg.dtype,
         )
         if not self.plan.fits:
             raise HarnessError(f"memory plan for {cfg.model} on {self.plan.device}: {self.plan.advice}")
@@ -343,7 +344,15 @@ class VLLMServer:
                 time.sleep(0.25)
         self.ready_seconds = time.monotonic() - self._started_at
         self._engines = self._find_engines()
-        console.print(f"[green]✓[/] vLLM ready for {name} at {self.base_url} ({self.ready_seconds:.0f} s)")
+        plan = self.plan
+        served = (
+            f"; served in {plan.dtype}: {plan.dtype_source}"
+            if plan is not None and plan.dtype != self.checkpoint.dtype
+            else ""
+        )
+        console.print(
+            f"[green]✓[/] vLLM ready for {name} at {self.base_url} ({self.ready_seconds:.0f} s){served}"
+        )
 
     # ---- watching --------------------------------------------------------------------------
     def _watch(self) -> None:
