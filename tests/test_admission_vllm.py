@@ -42,6 +42,10 @@ COMMON = [
     "8192",
     "--sandbox-memory-gib",
     "0.5",
+    # In containers: every episode's prompt is the same up to its task (on the local runtime the file
+    # editor's description names each episode's own workspace, ~2.2k new tokens an episode to prefill).
+    "--runtime",
+    "docker",
 ]
 
 

@@ -719,6 +719,7 @@ def test_a_vllm_replica_inside_ray_serves_then_goes_down(
             tasks=str(REPO / "tasks" / "smoke" / "hello-file"),
             max_iterations=1,
             max_output_tokens=48,
+            scaffolds=("mini-swe-agent",),  # its ~0.85k-token prompt: OpenHands' 6.4k is minutes on a CPU
             executor=ExecutorConfig(name="ray", ray_address=cluster.address, ray_replicas=1),
             idle_timeout=120,
             run_dir=run,
