@@ -12,7 +12,7 @@ from harness.server.checkpoint import Checkpoint
 from harness.server.config import ServerConfig
 from harness.server.cpu_dtype import served_dtype
 from harness.server.launch import build_launch
-from harness.server.memory import plan_memory
+from harness.server.memory import MemoryPlan, plan_memory
 from tests.conftest import DATA
 
 AVX2 = frozenset({"sse4_2", "avx", "avx2", "fma"})
@@ -70,24 +70,18 @@ def test_a_cpu_plan_counts_float32_bytes_and_the_launch_asks_for_it(monkeypatch:
         template_has_tools=True,
         context_length=32768,
     )
-    argv = build_launch(
-        python=Path("/usr/bin/python3"),
-        checkpoint=checkpoint,
-        config=ServerConfig(model="/models/qwen"),
-        plan=fp32,
-        port=1,
-        on_cpu=True,
-    ).argv
-    assert argv[argv.index("--dtype") + 1] == "float32"
-    argv = build_launch(
-        python=Path("/usr/bin/python3"),
-        checkpoint=checkpoint,
-        config=ServerConfig(model="/models/qwen"),
-        plan=bf16,
-        port=1,
-        on_cpu=True,
-    ).argv
-    assert "--dtype" not in argv  # the checkpoint's own: vLLM's default
+
+    def argv(plan: MemoryPlan) -> tuple[str, ...]:
+        config = ServerConfig(model="/models/qwen")
+        python = Path("/usr/bin/python3")
+        return build_launch(
+            python=python, checkpoint=checkpoint, config=config, plan=plan, port=1, on_cpu=True
+        ).argv
+
+    launched = argv(fp32)
+    assert launched[launched.index("--dtype") + 1] == "float32"
+    launched = argv(bf16)
+    assert "--dtype" not in launched  # the checkpoint's own: vLLM's default
 
 
 def test_an_unknown_dtype_setting_is_refused() -> None:
