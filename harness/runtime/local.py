@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from harness.host_env import task_env
+from harness.leader import Leader
 from harness.runtime.base import SandboxConfig, SandboxPrep
 from harness.runtime.export_caps import ExportLimit, ExportLimits, check_tree, remove_tree
 from harness.runtime.procs import kill_session, own_pid_namespace
@@ -68,12 +69,13 @@ class LocalSandbox:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+            leader = Leader.of(proc.pid)  # not reaped yet: the number is this command's
             try:
                 code: int | None = proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 code = None
             finally:
-                kill_session(proc.pid)
+                kill_session(leader)
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(timeout=5)
             return ExecResult(exit_code=code, output=read_capped(out), timed_out=code is None)

@@ -20,6 +20,8 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from harness.leader import Leader
+
 _REAPER = Path(__file__).with_name("reaper.py")
 _REAPER_GRACE_S = 5.0  # for a reaper to kill and reap its tree once asked (milliseconds, usually)
 
@@ -47,11 +49,11 @@ def session_members(sids: Iterable[int]) -> list[int]:
     return members
 
 
-def kill_sessions(sids: Iterable[int | None]) -> int:
-    """SIGKILL every process of the sessions ``sids`` (their leaders included); the number killed.
-    Never our own session."""
+def kill_sessions(leaders: Iterable[Leader | None]) -> int:
+    """SIGKILL every process of the sessions of ``leaders`` (the leaders included); the number
+    killed. Never our own session, nor one whose number another process has taken since."""
     own = os.getsid(0)
-    wanted = {sid for sid in sids if sid and sid != own}
+    wanted = {lead.pid for lead in leaders if lead and lead.pid != own and not lead.reused()}
     killed = 0
     for _ in range(3):  # a dying parent may fork once more; a second sweep catches that child
         pids = session_members(wanted) if wanted else []
@@ -64,9 +66,9 @@ def kill_sessions(sids: Iterable[int | None]) -> int:
     return killed
 
 
-def kill_session(sid: int | None) -> int:
+def kill_session(leader: Leader | None) -> int:
     """``kill_sessions`` for one session."""
-    return kill_sessions([sid])
+    return kill_sessions([leader])
 
 
 def reaped(argv: list[str]) -> list[str]:
@@ -86,17 +88,18 @@ def end_reaped(proc: "subprocess.Popen[bytes]") -> None:
         proc.wait(timeout=_REAPER_GRACE_S)
 
 
-def end_reaped_sessions(sids: Iterable[int]) -> int:
+def end_reaped_sessions(leaders: Iterable[Leader]) -> int:
     """``kill_sessions`` for sessions led by reapers: each reaper is asked to end its tree first
     (SIGKILL would leave what left the session to init); the processes killed afterwards."""
-    leaders = [sid for sid in sids if sid and sid != os.getsid(0)]
-    for pid in leaders:
+    own = os.getsid(0)
+    mine = [lead for lead in leaders if lead.pid != own and not lead.reused()]
+    for lead in mine:
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGTERM)
+            os.kill(lead.pid, signal.SIGTERM)
     deadline = time.monotonic() + _REAPER_GRACE_S
-    while any(_alive(pid) for pid in leaders) and time.monotonic() < deadline:
+    while any(_alive(lead.pid) for lead in mine) and time.monotonic() < deadline:
         time.sleep(0.01)
-    return kill_sessions(leaders)
+    return kill_sessions(mine)
 
 
 @functools.cache

@@ -18,6 +18,7 @@ import httpx
 import psutil
 
 from harness.errors import HarnessError, ServerCrashed, ServerStartError
+from harness.leader import Leader, started
 from harness.paths import absolute
 from harness.progress import console, spinner
 from harness.server.checkpoint import Checkpoint, inspect_checkpoint
@@ -116,6 +117,7 @@ class VLLMServer:
         self.up_seconds = 0.0
         self.ready_seconds: float | None = None
         self._proc: subprocess.Popen[bytes] | None = None
+        self._leader: Leader | None = None
         self._lock = DeviceLock(device_key())
         self._tracker: IdleTracker | None = None
         self._stopped = threading.Event()
@@ -280,6 +282,7 @@ class VLLMServer:
                         start_new_session=True,
                         preexec_fn=_child_setup if in_main else None,
                     )
+            self._leader = Leader.of(self._proc.pid)  # its group's number, while the child holds it
             self._started_at = time.monotonic()
             self._lock.record(
                 server_pid=self._proc.pid,
@@ -450,19 +453,28 @@ class VLLMServer:
         proc = self._proc
         if proc is None:
             return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
+        leader = self._leader
+        if leader is None or leader.pid != proc.pid:  # stopped between the launch and its record
+            leader = Leader(proc.pid, started(proc.pid) if proc.returncode is None else None)
+
+        def signal_group(signo: int) -> None:
+            # Once the API process is reaped and the group empty, its number is free for another
+            # process's group: never signalled then (harness/leader.py).
+            if not leader.reused():
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(leader.pid, signo)
+
+        signal_group(signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=grace)
         # The engine and worker processes share the group; make sure none outlives the server.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        signal_group(signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=5)
         # ... and is gone before this returns: a restart right after a crash otherwise met the
         # dying engine or worker and was refused as a second server on the device.
         deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and self._group_members(proc.pid):
+        while time.monotonic() < deadline and not leader.reused() and self._group_members(leader.pid):
             time.sleep(0.05)
 
     def stop(self, reason: str = "stopped", grace: float = _TERM_GRACE_S) -> None:
@@ -492,7 +504,7 @@ class VLLMServer:
         self.stop(reason="restart")
         self.stop_reason = None
         self._stopped.clear()
-        self._proc = None
+        self._proc = self._leader = None
         self.api_key = new_api_key()
         return self.start()
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.host_env import task_env
+from harness.leader import Leader
 from harness.runtime.procs import end_reaped, end_reaped_sessions, kill_session, reaped
 from harness.tasks.fresh import (
     VerifyMode,
@@ -68,15 +69,15 @@ def _python_with_pytest() -> str:
     return os.path.abspath(python) if os.sep in python else python
 
 
-_running: set[int] = set()  # sessions of the test scripts running now (verification runs in threads)
+_running: set[Leader] = set()  # sessions of the test scripts running now (verification runs in threads)
 _running_lock = threading.Lock()
 
 
 def kill_running_tests() -> int:
     """Kill every running test script's session (a stopped run's verification); the processes killed."""
     with _running_lock:
-        sids = list(_running)
-    return end_reaped_sessions(sids)
+        leaders = list(_running)
+    return end_reaped_sessions(leaders)
 
 
 def _run(
@@ -101,8 +102,10 @@ def _run(
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+        leader = Leader.of(proc.pid)  # not reaped yet: the number is this script's reaper's
+        assert leader is not None
         with _running_lock:
-            _running.add(proc.pid)
+            _running.add(leader)
         try:
             code: int | None = proc.wait(timeout=timeout)
             timed_out = False
@@ -110,9 +113,9 @@ def _run(
             code, timed_out = None, True
         finally:
             end_reaped(proc)  # the whole tree: test runners and what they started, new sessions too
-            kill_session(proc.pid)
+            kill_session(leader)
             with _running_lock:
-                _running.discard(proc.pid)
+                _running.discard(leader)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)
         return code, timed_out, read_capped(out)

@@ -17,6 +17,7 @@ from harness.episodes.openhands.sdk import build_agent, build_llm
 from harness.episodes.openhands.sdk_stuck import StuckReasons, finding_from_stuck
 from harness.episodes.openhands.turns_from_events import SdkTurnAssembler
 from harness.episodes.scaffold import Scaffold
+from harness.leader import Leader
 from harness.monitor import LoopConfig, LoopDetector, Turn
 from harness.paths import absolute
 from harness.resume.files import CheckpointUnusable
@@ -34,7 +35,7 @@ def kill_running_shells() -> int:
     """Kill the local shell (and all it started) of every running conversation; the processes killed."""
     with _running_lock:
         convs = list(_running)
-    return kill_sessions(_terminal_pid(conv) for conv in convs)
+    return kill_sessions(_terminal_shell(conv) for conv in convs)
 
 
 @episode_scope()  # the harness's SDK patches act in this call's context only (_patching.py)
@@ -161,7 +162,7 @@ def run_sdk_episode(
                 # The shell first: a running command ends now. pause() waits for the state lock,
                 # which the SDK holds through a step (a model call included); this thread is a
                 # daemon, so the run's exit never waits for it.
-                kill_session(_terminal_pid(conv))
+                kill_session(_terminal_shell(conv))
                 _pause(conv)
                 return
 
@@ -196,7 +197,7 @@ def run_sdk_episode(
         conv_dir = Path(conv.state.persistence_dir) if conv.state.persistence_dir else None
         last_error = _last_error_code(conv)
         prompt_tokens, completion_tokens, llm_s = _usage(conv)
-        shell = _terminal_pid(conv)
+        shell = _terminal_shell(conv)  # before close() reaps it: afterwards its number may be another's
         with _running_lock:
             _running.discard(conv)
         conv.close()
@@ -257,13 +258,15 @@ def _pause(conv: Any) -> None:
         conv.pause()
 
 
-def _terminal_pid(conv: Any) -> int | None:
-    """The local terminal's bash (the leader of its own session), or None (a container's tools,
-    or no terminal started)."""
+def _terminal_shell(conv: Any) -> Leader | None:
+    """The local terminal's bash (the leader of its own session), or None (a container's tools, no
+    terminal started, or a shell already reaped, whose number may be another process's now)."""
     try:
-        return int(conv.agent.tools_map["terminal"].executor._session.terminal.process.pid)
+        process = conv.agent.tools_map["terminal"].executor._session.terminal.process
+        pid, reaped = int(process.pid), process.returncode is not None
     except Exception:  # not started, remote, or an SDK whose insides moved: nothing to kill here
         return None
+    return None if reaped else Leader.of(pid)
 
 
 def enrich_from_completions(turns: list[Turn], completions: Path, response_ids: dict[int, str]) -> list[Turn]:
