@@ -104,6 +104,7 @@ class Finished:
     outcome: EpisodeOutcome
     sandbox: EpisodeSandbox | None
     steps: "list[StepResult] | None" = None  # a multi-step task's, verified during the rollout
+    retried: tuple[EpisodeError, ...] = ()  # why each earlier attempt was retried
 
 
 class Rollout:
@@ -388,6 +389,7 @@ def run_attempts(ctx: Rollout, item: Pending) -> Finished | None:
     An infrastructure failure is retried (INFRA_RETRIES) once the endpoint is healthy again; an
     episode the run's stop interrupted returns None (it is not recorded).
     """
+    retried: list[EpisodeError] = []
     for attempt in range(INFRA_RETRIES + 1):
         if ctx.drain.event.is_set():  # the run is stopping: nothing more starts
             return None
@@ -404,10 +406,12 @@ def run_attempts(ctx: Rollout, item: Pending) -> Finished | None:
             f"{markup((outcome.error or '')[:100])}); retry {attempt + 1} of {INFRA_RETRIES} once the server answers[/]",
             highlight=False,
         )
+        # kept in the record: the retry's files replace this attempt's
+        retried.append(EpisodeError(type=outcome.error_type or "Error", message=(outcome.error or "")[:2000]))
         if sandbox is not None:
             sandbox.close()
     ctx.resume_notes.pop(item.key, None)
-    return Finished(item, outcome, sandbox, steps)
+    return Finished(item, outcome, sandbox, steps, tuple(retried))
 
 
 def format_counts(
@@ -468,6 +472,7 @@ def record_episode(ctx: Rollout, done: Finished) -> EpisodeRecord:
             resumed_turns=outcome.resumed_turns,
             resume_note=outcome.resume_note,
             checkpoint_s=round(outcome.checkpoint_s, 4),
+            retried=list(done.retried),
             wall_s=round(outcome.wall_s, 3),
             llm_s=round(outcome.llm_s, 3),
             error=EpisodeError(type=outcome.error_type or "Error", message=outcome.error or "")

@@ -593,6 +593,7 @@ def test_no_cluster_at_the_address_is_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_a_model_that_fits_no_node_is_refused_with_the_plan(cluster: Cluster, tmp_path: Path) -> None:
     """Llama 3.1 8B at its full 131,072-token context on CPU nodes (2 GiB of KV cache each)."""
     ckpt = tmp_path / "llama-8b"

@@ -25,7 +25,7 @@ from harness.evaluate import EvalConfig, run_eval
 from harness.replay import ReplayScript, ReplayServer, ScriptedResponse
 from harness.results.metrics import model_metrics
 from harness.results.runs import load_run
-from tests.conftest import REPO
+from tests.conftest import REPO, run_harness
 from tests.helpers.waiting import wait_for
 from tests.test_eval_replay import FINISH, SOLVE, call, evaluate, latest, make_task
 
@@ -96,6 +96,12 @@ def test_server_500_is_retried_after_the_server_answers(tmp_path: Path, no_proce
     assert (rec["status"], rec["reward"], rec["verified"]) == ("resolved", 1.0, True)
     # The two failed attempts left no record: one rollout line, one verification line.
     assert rollout_lines(run) == [("fix-add", 1, "unresolved")] and len(lines(run)) == 2
+    # ... but why they were retried is kept in it (the retry's files replaced theirs), and shown.
+    assert [e["type"] for e in rec["retried"]] == ["InternalServerError"] * 2
+    assert all("EngineCore" in e["message"] for e in rec["retried"])
+    shown = run_harness("show", str(run), "scripted/fix-add/seed1")
+    assert shown.returncode == 0, shown.stderr
+    assert "attempt 2 retried: InternalServerError" in " ".join(shown.stdout.split())
 
 
 @pytest.mark.slow
@@ -106,6 +112,7 @@ def test_retries_exhausted_is_infra_error_unscored_and_rerun(tmp_path: Path, no_
     bad = recs["fix-add"]
     assert bad["status"] == "infra_error" and bad["reward"] is None and not bad["verified"]
     assert bad["error"]["type"] == "InternalServerError" and "EngineCore" in bad["error"]["message"]
+    assert len(bad["retried"]) == 2  # the last attempt's failure is its error; the two before, retried
     assert recs["count-lines"]["status"] == recs["hello-file"]["status"] == "resolved"
     # Never scored: the rate is over the two episodes the infrastructure did not fail.
     loaded = load_run(run)

@@ -353,6 +353,7 @@ def bad_suite(base: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_bad_input_build_failure_missing_image_no_tests_tb1_each_its_line_and_the_rest_run(
     client, bad_suite: Path
 ) -> None:  # type: ignore[no-untyped-def]
@@ -368,6 +369,7 @@ def test_bad_input_build_failure_missing_image_no_tests_tb1_each_its_line_and_th
     assert verify_containers(client) == []
 
 
+@pytest.mark.slow
 def test_a_docker_image_that_cannot_be_had_ends_its_episodes_with_one_line_naming_image_map(
     client, bad_suite: Path, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
@@ -384,6 +386,7 @@ def test_a_docker_image_that_cannot_be_had_ends_its_episodes_with_one_line_namin
     assert "\n" not in message and "--image-map" in message
 
 
+@pytest.mark.slow
 def test_a_single_broken_or_tb1_task_given_directly_errors_in_one_line(bad_suite: Path, suite: Path) -> None:
     for path, needle in [
         (bad_suite / "d-terminal-bench-1", "Terminal-Bench 1 task (task.yaml)"),
@@ -396,6 +399,7 @@ def test_a_single_broken_or_tb1_task_given_directly_errors_in_one_line(bad_suite
         assert len(lines) == 1 and needle in lines[0], done.stderr
 
 
+@pytest.mark.slow
 def test_under_local_a_dockerfile_beside_workspace_is_refused_as_needing_its_image(suite: Path) -> None:
     from harness.tasks import load_suite
 
@@ -405,6 +409,7 @@ def test_under_local_a_dockerfile_beside_workspace_is_refused_as_needing_its_ima
     assert not [t for t in loaded.tasks if t.id == "c-workspace"]
 
 
+@pytest.mark.slow
 def test_image_map_rewrites_from_lines_and_docker_image_refs() -> None:
     from harness.errors import HarnessError
     from harness.runtime.task_images import base_images, map_image, parse_image_map, rewrite_from

@@ -123,6 +123,7 @@ def test_network_per_phase_as_the_engine_reports_it_and_network_none_overrides_w
     assert "verifier's besides lo: ''" in " ".join(done.stdout.split())
 
 
+@pytest.mark.slow
 def test_environment_env_templates_resolve_here_and_never_appear_in_the_output(
     client, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
@@ -194,6 +195,7 @@ def test_a_field_the_harness_cannot_honour_or_does_not_know_refuses_the_task_in_
         assert needle in reasons[name] and "\n" not in reasons[name], (name, reasons[name])
 
 
+@pytest.mark.slow
 def test_an_allowlist_is_refused_unless_network_decides_and_compose_and_a_step_s_user_in_one_line(
     client, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]

@@ -111,6 +111,7 @@ def test_an_image_build_s_run_step_has_a_network_but_not_the_host_s_loopback(
     assert set(seen.split("\n", 1)[1].split()) - {"lo"}, seen
 
 
+@pytest.mark.slow
 def test_the_agent_s_container_has_no_network_by_the_engine_s_report(
     client, token_server: int, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]

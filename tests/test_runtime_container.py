@@ -213,8 +213,16 @@ def test_the_agent_sees_no_host_file_no_network_and_changes_nothing_on_the_host(
     [
         (":(){ :|:& };:", "limit of 64 processes"),
         ("python3 -c 'x = b\"x\" * (3 * 1024 ** 3)'", "memory limit (0.5 GiB)"),
+        # Up to the limit and back at once: the call ends with a few processes running, and the
+        # limit's refused forks (pids.events) end the episode all the same, as an OOM kill does.
+        (
+            "python3 -c \"exec('import subprocess as s, sys\\nps=[]\\ntry:\\n while 1: "
+            "ps.append(s.Popen(sys.argv[1:]))\\nexcept OSError: pass\\nfor p in ps: p.kill(); p.wait()')\" "
+            "sleep 30",
+            "limit of 64 processes: it refused",
+        ),
     ],
-    ids=["fork-bomb", "memory-hog"],
+    ids=["fork-bomb", "memory-hog", "burst"],
 )
 @pytest.mark.slow
 def test_a_fork_bomb_or_memory_hog_ends_its_episode_with_the_reason_and_the_run_goes_on(

@@ -61,6 +61,7 @@ def run_in(client: docker.DockerClient, image: str) -> Iterator[Callable[..., tu
         ctr.remove(force=True)
 
 
+@pytest.mark.slow
 def test_client_pings_and_is_cached(client: docker.DockerClient) -> None:
     assert client.ping() is True
     assert docker_client() is client
@@ -69,6 +70,7 @@ def test_client_pings_and_is_cached(client: docker.DockerClient) -> None:
     assert info.url.startswith(("unix://", "tcp://", "ssh://", "npipe://")) and info.version
 
 
+@pytest.mark.slow
 def test_sandbox_runs_as_agent_without_network(run_in: Callable[..., tuple[int, str]]) -> None:
     code, out = run_in(
         "set -e; id -u; id -g; pwd; touch /workspace/probe; command -v python3;"
@@ -100,6 +102,7 @@ def test_agent_tools_import_at_the_hosts_versions(
     assert out.strip().splitlines()[-1] == host, out
 
 
+@pytest.mark.slow
 def test_second_ensure_is_a_cache_hit(
     client: docker.DockerClient, image: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -174,6 +174,8 @@ def episode_renderables(view: EpisodeView, *, show_all: bool = False) -> list[Re
     items: list[RenderableType] = [head]
     if r.error:
         items.append(Text(clean(f"error: {r.error.type}: {r.error.message}"), style="red"))
+    for n, failed in enumerate(r.retried, 1):
+        items.append(Text(clean(f"attempt {n} retried: {failed.type}: {failed.message}"), style="yellow"))
     if r.format_errors:
         items.append(
             Text(

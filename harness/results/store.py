@@ -81,6 +81,11 @@ class EpisodeRecord(BaseModel):
         None, description="Why a checkpoint on disk was not used (the episode began again from turn 1)."
     )
     checkpoint_s: float = Field(0.0, description="Seconds its last attempt spent saving checkpoints.")
+    retried: list[EpisodeError] = Field(
+        [],
+        description="Why each earlier attempt was retried (an infrastructure failure), oldest first: "
+        "the retry starts afresh and its files replace the failed attempt's.",
+    )
     verified: bool = False
     steps: list[StepResult] | None = Field(
         None,

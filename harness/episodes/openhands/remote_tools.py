@@ -75,6 +75,7 @@ class ToolClient:
         self._sock: socket.socket | None = None
         self._buf = b""
         self._oom_kills = 0  # a fresh container has had none
+        self._forks_refused = 0  # ... and its process limit has refused no fork
         self.failure: RuntimeError | None = None  # what ended the sandbox; the episode ends with it
         self._pending_connect: tuple[float, Callable[[], bool]] | None = None
 
@@ -174,7 +175,16 @@ class ToolClient:
                 f"the kernel killed {oom - self._oom_kills} process(es) out of memory"
             )
         pids, pids_max = limits.get("pids"), limits.get("pids_max")
-        # A shell left at its process limit cannot run the next command: the episode is over.
+        # A shell left at its process limit cannot run the next command: the episode is over. As
+        # for memory, hitting the limit at all ends it (a fork refused), whether or not the count
+        # has fallen again by the time the call ends: a fork bomb whose processes exit as their
+        # forks fail dies out in moments.
+        refused = limits.get("forks_refused")
+        if isinstance(refused, int) and refused > self._forks_refused:
+            raise SandboxLimit(
+                f"the container reached its limit of {pids_max} processes: it refused "
+                f"{refused - self._forks_refused} fork(s) of the agent's commands"
+            )
         if isinstance(pids, int) and isinstance(pids_max, int) and pids >= pids_max - 2:
             raise SandboxLimit(f"the container reached its limit of {pids_max} processes ({pids} running)")
 

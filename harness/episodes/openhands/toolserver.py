@@ -23,8 +23,8 @@ Two processes, so that nothing the agent types can take the tools away from the 
 The actions are executed by the SDK's own executors, so the tools behave exactly as they do on
 the host and the model sees the same schemas; the conversation (and so the loop monitor) stays
 on the host, and the container needs no network at all. ``limits`` reports the container's
-cgroup counters (processes, out-of-memory kills) so that the host can end an episode that hit
-a limit with the reason.
+cgroup counters (processes, forks the process limit refused, out-of-memory kills) so that the
+host can end an episode that hit a limit with the reason.
 
 This file is copied into each container with ready_terminal.py, import_stubs.py and
 _patching.py: they import only the standard library, packaging and openhands (the supervisor only
@@ -76,13 +76,32 @@ def _oom_kills() -> int | None:
     return None
 
 
+def _forks_refused(base: Path) -> int | None:
+    """How many forks the process limit has refused so far (pids.events' ``max``, v1 and v2)."""
+    try:
+        for line in (base / "pids.events").read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == "max" and value.strip().isdigit():
+                return int(value)
+    except OSError:
+        pass
+    return None
+
+
 def limits() -> dict[str, int | None]:
-    """Process count and limit, and OOM kills, as the container's own cgroup reports them."""
+    """Process count, limit and refused forks, and OOM kills, as the container's own cgroup
+    reports them. The refusals are counted because the count is a sample: a fork bomb that hit the
+    limit can be dying out (each process whose forks fail exits) by the time a call ends."""
     for base in (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/pids")):
         current = _read_int(base / "pids.current")
         if current is not None:
-            return {"pids": current, "pids_max": _read_int(base / "pids.max"), "oom_kills": _oom_kills()}
-    return {"pids": None, "pids_max": None, "oom_kills": _oom_kills()}
+            return {
+                "pids": current,
+                "pids_max": _read_int(base / "pids.max"),
+                "forks_refused": _forks_refused(base),
+                "oom_kills": _oom_kills(),
+            }
+    return {"pids": None, "pids_max": None, "forks_refused": None, "oom_kills": _oom_kills()}
 
 
 _IN_CONTAINER = " in this sandbox's agent-tools Python"
