@@ -41,8 +41,9 @@ from rich.markup import escape
 from harness.errors import HarnessError
 from harness.progress import console
 from harness.runtime.base import ContainerLimits, SandboxConfig, SandboxPrep
+from harness.runtime.container_exec import exec_capped
 from harness.runtime.container_files import export_dir, extract_tar, put_dir, put_file, stage_name
-from harness.runtime.container_verify import ExportedSandbox, exec_capped, verifier_name, verify_fresh
+from harness.runtime.container_verify import ExportedSandbox, verifier_name, verify_fresh
 from harness.runtime.engine import containers_now
 from harness.runtime.export_caps import ExportLimit, ExportLimits
 from harness.runtime.images import ensure_sandbox_image

@@ -21,6 +21,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness.runtime.container_exec import exec_capped
 from harness.runtime.container_files import export_dir, extract_tar, stage_name, tar_tree
 from harness.runtime.task_env import container_env
 from harness.tasks import Task, VerifyResult
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
     from harness.runtime.container import ContainerRuntime
 
 AGENT_UID = 1000
-_LOGS_CAP = 64 << 20  # bytes of the verifier's log directory brought back (a tar)
 # A native task's tests, as ``agent``: $1 the time limit. The tests' output on stderr, then the
 # verifier's log directory as a tar on stdout (only to say when a reward file was written).
 _NATIVE_SCRIPT = f"""
@@ -70,24 +70,6 @@ code=$?
 tar -C {LOGS_DIR}/verifier -cf - . 2>/dev/null
 exit $code
 """
-
-
-def exec_capped(
-    container: "Container", cmd: list[str], *, user: str, workdir: str, env: dict[str, str]
-) -> tuple[int, bytes, CappedBytes]:
-    """Run ``cmd`` in ``container``; (exit status, stdout up to _LOGS_CAP, stderr capped). Read
-    as a stream: a test that prints without end never fills this process's memory."""
-    api = container.client.api
-    exec_id = api.exec_create(container.id, cmd, user=user, workdir=workdir, environment=env)["Id"]
-    out = bytearray()
-    err = CappedBytes()
-    for chunk_out, chunk_err in api.exec_start(exec_id, stream=True, demux=True):
-        if chunk_out and len(out) <= _LOGS_CAP:
-            out += chunk_out
-        if chunk_err:
-            err.add(chunk_err)
-    code = api.exec_inspect(exec_id).get("ExitCode")
-    return (code if isinstance(code, int) else -1), (bytes(out) if len(out) <= _LOGS_CAP else b""), err
 
 
 def _guard_files(tmp: Path) -> Path:

@@ -20,8 +20,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness.runtime.container_exec import exec_capped
 from harness.runtime.container_files import export_dir, extract_safe, extract_tar, tar_tree
-from harness.runtime.container_verify import exec_capped, verifier_name
+from harness.runtime.container_verify import verifier_name
 from harness.tasks import Task, VerifyResult
 from harness.tasks.harbor import LOGS_DIR, TESTS_DIR
 from harness.tasks.verify import score_tests
