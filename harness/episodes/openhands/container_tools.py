@@ -239,9 +239,15 @@ class ContainerTools:
 
     def _oom_kills(self) -> str:
         """The container's out-of-memory kills as words ("" when none), read from its cgroup."""
-        try:
-            _, out = self.sandbox.container.exec_run(
-                ["cat", "/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"], user="0"
+        from harness.runtime.container_exec import exec_capped
+
+        try:  # an exec whose output is sure to come back (container_exec.py): a lost one read as none
+            _, out, _ = exec_capped(
+                self.sandbox.container,
+                ["cat", "/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"],
+                user="0",
+                workdir="/",
+                env={},
             )
         except Exception:
             return ""
