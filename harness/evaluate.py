@@ -50,6 +50,7 @@ from harness.runtime.select import make_runtime
 from harness.seam import ModelEndpoint
 from harness.server.endpoint import group_by_server, share_servers
 from harness.tasks import Task, load_suite, select_tasks
+from harness.tasks.loader import check_source
 from harness.tasks.selection import narrow
 from harness.verification import verify_run
 
@@ -155,6 +156,7 @@ def _tasks(config: EvalConfig, images: bool) -> list[Task]:
 
 def _run_eval(config: EvalConfig, stop: threading.Event, counts: dict[str, Any], drain: Drain) -> EvalSummary:
     arms = make_arms(config)
+    check_source(config.tasks)  # a mistyped --tasks before any engine starts for it
     runtime = make_runtime(config.runtime, config.sandbox)
     tasks = _tasks(config, images=runtime.name == "docker")
     suite = tasks[0].suite

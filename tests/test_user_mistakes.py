@@ -330,3 +330,16 @@ def test_plan_on_a_deeply_nested_config_or_a_huge_header_is_one_line(
         needles = ["config.json", "nested too deeply"]
     target = model / "config.json" if given == "file" else model
     one_line_error(capsys, ["plan", "--model", str(target), "--gpu", "h100"], *needles)
+
+
+def test_a_mistyped_tasks_under_runtime_auto_is_one_line_and_starts_no_engine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--runtime auto` may start podman's API service, which outlives the run by design: a `--tasks`
+    that names nothing is said before that (it was said after, and left a service running)."""
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    monkeypatch.delenv("HARNESS_CONFIG", raising=False)
+    argv = ["eval", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--runtime", "auto"]
+    one_line_error(capsys, [*argv, "--tasks", str(tmp_path / "none")], "no such suite or directory")
+    assert not (tmp_path / "cache" / "podman").exists()  # where a managed service would live

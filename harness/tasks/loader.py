@@ -369,6 +369,18 @@ def _ids(root: Path, dirs: list[Path]) -> list[str]:
     return [d.name if names.count(d.name) == 1 else "-".join(d.relative_to(root).parts) for d in dirs]
 
 
+def check_source(suite_or_path: str) -> None:
+    """A ``--tasks`` that names nothing fails in one line, before any engine or server work (an
+    eval's runtime is chosen after; ``auto`` may start podman's service)."""
+    if absolute(suite_or_path).exists() or hub_dataset(suite_or_path) is not None:
+        return
+    if "/" in suite_or_path or not (repo_root() / "tasks" / suite_or_path).is_dir():
+        raise HarnessError(
+            f"--tasks {suite_or_path}: no such suite or directory (built-in suites: "
+            f"{', '.join(builtin_suites())})"
+        )
+
+
 def load_suite(suite_or_path: str, *, images: bool = False, swebench_images: str = "swebench") -> Suite:
     """The tasks of a built-in suite, a directory of tasks (nested too), a single task directory,
     a SWE-bench .jsonl or .parquet of instances, or a SWE-bench dataset (``swe-bench-verified``,
@@ -399,13 +411,8 @@ def load_suite(suite_or_path: str, *, images: bool = False, swebench_images: str
                 rows_skipped.append(Skipped(id=d.name, path=d, reason=str(exc)))
         return Suite(tasks=instances, skipped=rows_skipped)
     if not path.exists():
-        builtin = repo_root() / "tasks" / suite_or_path
-        if "/" in suite_or_path or not builtin.is_dir():
-            raise HarnessError(
-                f"--tasks {suite_or_path}: no such suite or directory (built-in suites: "
-                f"{', '.join(builtin_suites())})"
-            )
-        path = builtin
+        check_source(suite_or_path)
+        path = repo_root() / "tasks" / suite_or_path
     if _is_task_dir(path):
         return Suite(tasks=[load_task(path, suite=path.parent.name, images=images)])
     dirs = _task_dirs(path)
