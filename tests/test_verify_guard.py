@@ -8,6 +8,7 @@ tested code cannot end the runner with a pass.
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -113,3 +114,69 @@ def test_a_stop_signal_reaches_the_tests(ws: Path) -> None:
         timeout=20,
     )
     assert done.returncode == 124
+
+
+PASS_EVERY_FAILURE = (
+    "import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+    "    outcome = yield\n    report = outcome.get_result()\n    if report.failed:\n"
+    "        report.outcome = 'passed'\n        report.longrepr = None\n"
+)
+
+
+def dist_info(where: Path, name: str, module: str) -> None:
+    """A distribution ``name`` whose pytest11 entry point is the module ``name`` (``module``'s code)."""
+    meta = where / f"{name}-0.dist-info"
+    meta.mkdir(parents=True)
+    (meta / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0\n")
+    (meta / "entry_points.txt").write_text(f"[pytest11]\n{name} = {name}\n")
+    (where / f"{name}.py").write_text(module)
+
+
+def test_a_pytest_plugin_in_the_workspace_never_loads_and_one_installed_elsewhere_does(ws: Path) -> None:
+    dist_info(ws, "forgeplug", PASS_EVERY_FAILURE)
+    installed = ws.parent / "site"
+    dist_info(installed, "okplug", "def pytest_report_header(config):\n    return 'okplug loaded'\n")
+    (ws.parent / "tests" / "test_fails.py").write_text("def test_no():\n    assert False\n")
+    guard_bin = ws.parent / "guard" / "bin"
+    done = subprocess.run(
+        [str(guard_bin / "python"), "-m", "pytest", "-p", "no:cacheprovider", str(ws.parent / "tests")],
+        cwd=ws,
+        env={**os.environ, "WORKSPACE": str(ws), "PYTHONPATH": str(installed)},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1 and "1 failed" in done.stdout, done.stdout + done.stderr
+    assert "okplug loaded" in done.stdout, done.stdout
+    assert "not loaded: the pytest plugin forgeplug (forgeplug) in the workspace's forgeplug-0.dist-info" in (
+        done.stderr
+    )
+
+
+def test_bytecode_in_the_workspace_never_runs(ws: Path) -> None:
+    """A fix compiled and its buggy source put back (same size and mtime), then a module that is
+    bytecode alone: the tests import the source, and nothing where there is none."""
+    calc = ws / "calc.py"
+    calc.write_text("def add(a, b):\n    return a - b\n")
+    stat = calc.stat()
+    calc.write_text("def add(a, b):\n    return a + b\n")
+    os.utime(calc, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    # the guard's interpreter (the harness's, under --runtime local) is the one whose bytecode counts
+    subprocess.run(
+        [sys.executable, "-c", "import py_compile; py_compile.compile('calc.py')"], cwd=ws, check=True
+    )
+    calc.write_text("def add(a, b):\n    return a - b\n")
+    os.utime(calc, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert list((ws / "__pycache__").iterdir())
+    done = py(ws, "-c", "import calc; print(calc.add(2, 3))")
+    assert (done.returncode, done.stdout) == (0, "-1\n"), done.stderr
+    (ws / "__pycache__").rename(ws / "cache")
+    pyc = next((ws / "cache").iterdir())
+    pyc.rename(ws / "fixed.pyc")
+    done = py(ws, "-c", "import fixed")
+    assert done.returncode == 1 and "No module named 'fixed'" in done.stderr, done.stderr
+
+
+def test_the_tests_import_harness_checks_from_the_runner_not_the_workspace(ws: Path) -> None:
+    (ws / "harness_checks.py").write_text("def plain(value):\n    return value\n")
+    done = py(ws, "-c", "import harness_checks; harness_checks.plain(type('F', (float,), {})(1))")
+    assert done.returncode == 1 and "not a built-in value" in done.stderr, done.stderr

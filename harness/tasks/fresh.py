@@ -39,6 +39,7 @@ from harness.tasks.swebench import SPEC_FILE
 
 VerifyMode = Literal["fresh", "shared", "separate"]
 GUARD_SOURCE = Path(__file__).with_name("guard.py")
+CHECKS_SOURCE = Path(__file__).with_name("checks.py")  # the tests' ``harness_checks``
 GUARD_PREFIX = "[harness-guard]"
 CONTAINER_GUARD_DIR = "/opt/harness-verify"
 OUTPUT_CAP = 1 << 20  # bytes of a verifier's output kept (its head and its end)
@@ -89,7 +90,10 @@ def write_guard(dest: Path, *, runner_path: list[str], site: bool, python: str |
     """
     guard_dir = bin_dir.rsplit("/", 1)[0]
     (dest / "bin").mkdir(parents=True, exist_ok=True)
+    (dest / "lib").mkdir(exist_ok=True)
     shutil.copy(GUARD_SOURCE, dest / "guard.py")
+    shutil.copy(CHECKS_SOURCE, dest / "lib" / "harness_checks.py")
+    (dest / "lib" / "harness_checks.py").chmod(0o644)
     conf = [f"site {int(site)}", *(f"path {p}" for p in runner_path)]
     (dest / "guard.conf").write_text("".join(f"{line}\n" for line in conf))
     if python is None:

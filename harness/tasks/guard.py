@@ -20,8 +20,16 @@ The harness copies this file next to a ``guard.conf`` into a directory the teste
   (``sys.exit(0)`` at import time in a script runner), and ``pytest.exit()`` or failures under an
   exit status 0 in a pytest run are failures, each with a ``[harness-guard]`` line on stderr that
   the harness reads as tampering (the episode scores 0 whatever the test script then does);
+- ``harness_checks`` (checks.py, in ``lib/`` beside this file) is importable by the tests;
+- nothing the workspace supplies besides its source is loaded: no bytecode (compiled files are
+  read from and written to a private prefix, ``-X pycache_prefix``, and a sourceless ``.pyc`` in
+  the workspace is not importable: a fix compiled and its source put back imports the source), and
+  no pytest plugin from distribution metadata in the workspace (plugin auto-loading is off; the
+  ``pytest11`` entry points of distributions outside the workspace are named with ``-p``, so the
+  plugins the tests need still load);
 - a target that is itself workspace code (``-m`` naming a workspace module, a script in the
-  workspace) is the code under test, not a runner: it runs as plain ``python`` would run it.
+  workspace) is the code under test, not a runner: it runs as plain ``python`` would run it (with
+  the private bytecode prefix).
 
 Residual risk, said plainly: the tested code runs inside the runner's process, so code written to
 attack this harness specifically can still win: read the nonce and the mark's descriptor from the
@@ -40,6 +48,8 @@ _CHILD = "--harness-guard-child"
 _FLAGS = set("bBdEhiIOPqsSuvVx")  # CPython's options without an argument
 _KEPT = set("bBdOquvW") | {"X"}  # passed on to the child; E I s S P are ours to set, i x dropped
 _STDIN_NAMES = ("-",)
+# Never created: bytecode is neither read from the workspace's __pycache__ nor written (-B).
+_PYCACHE = os.path.join(_HERE, "no-bytecode")
 
 
 def _say(message: str) -> None:
@@ -155,14 +165,16 @@ def main(argv: list[str]) -> int:
         mode == "m" and _workspace_module(target, dirs, site, path)
     )
     if plain:  # the code under test itself: run as python runs it, its exit status its own
-        os.execv(exe, [exe, "-s", *kept, *(["-m"] if mode == "m" else []), target, *args])
+        prefix = ["-X", f"pycache_prefix={_PYCACHE}"]
+        os.execv(exe, [exe, "-s", *prefix, *kept, *(["-m"] if mode == "m" else []), target, *args])
     nonce = os.urandom(16).hex().encode()
     nonce_r, nonce_w = os.pipe()
     mark_r, mark_w = os.pipe()
     os.set_inheritable(nonce_r, True)  # the child's two ends; ours stay close-on-exec
     os.set_inheritable(mark_w, True)
     # -B: no bytecode written next to the tests (the harness checks them unchanged afterwards)
-    cmd = [exe, "-I", "-B", *([] if site else ["-S"]), *kept, os.path.join(_HERE, "guard.py"), _CHILD]
+    cmd = [exe, "-I", "-B", "-X", f"pycache_prefix={_PYCACHE}", *([] if site else ["-S"]), *kept]
+    cmd += [os.path.join(_HERE, "guard.py"), _CHILD]
     cmd += [str(nonce_r), str(mark_w), mode, target, *args]
     pid = os.posix_spawn(exe, cmd, os.environ)
     os.close(nonce_r)
@@ -259,6 +271,48 @@ class _PytestWatch:
             self.failed += 1
 
 
+def _no_workspace_bytecode(dirs: list[str]) -> None:
+    """Import a workspace directory's modules from their source, never from a ``.pyc`` beside it
+    (a sourceless module: the source a reviewer or a diff sees is all that runs)."""
+    from importlib import machinery
+
+    ext = (machinery.ExtensionFileLoader, machinery.EXTENSION_SUFFIXES)
+    src = (machinery.SourceFileLoader, machinery.SOURCE_SUFFIXES)
+    pyc = (machinery.SourcelessFileLoader, machinery.BYTECODE_SUFFIXES)
+    anywhere = machinery.FileFinder.path_hook(ext, src, pyc)
+    workspace = machinery.FileFinder.path_hook(ext, src)
+
+    def hook(path: str) -> object:
+        return (workspace if _in(path or os.getcwd(), dirs) else anywhere)(path)
+
+    for i, found in enumerate(sys.path_hooks):
+        if getattr(found, "__name__", "") == "path_hook_for_FileFinder":
+            sys.path_hooks[i] = hook
+    sys.path_importer_cache.clear()
+
+
+def _trusted_plugins(dirs: list[str]) -> list[str]:
+    """``-p`` options for the pytest plugins installed outside the workspace (auto-loading is off:
+    a ``pytest11`` entry point in workspace metadata is never loaded)."""
+    from importlib.metadata import distributions
+
+    names: list[str] = []
+    for dist in distributions(path=[p for p in sys.path if p and not _in(p, dirs)]):
+        for ep in dist.entry_points:
+            if ep.group == "pytest11" and ep.name not in names:
+                names.append(ep.name)
+    for dist in distributions(path=[p for p in sys.path if p and _in(p, dirs)]):
+        for ep in dist.entry_points:
+            if ep.group == "pytest11" and ep.name not in names:
+                where = getattr(dist, "_path", None)  # a PathDistribution's metadata directory
+                sys.stderr.write(
+                    f"[harness] not loaded: the pytest plugin {ep.name} ({ep.value}) in the workspace's "
+                    f"{os.path.basename(str(where)) if where else 'metadata'}: the tests' plugins come "
+                    "from outside the workspace\n"
+                )
+    return [arg for name in names for arg in ("-p", name)]
+
+
 def _exit_status(exc: SystemExit) -> int:
     code = exc.code
     if code is None:
@@ -280,7 +334,8 @@ def _run_target(mode: str, target: str, args: list[str], dirs: list[str]) -> int
 
         sys.argv = [os.path.join(os.path.dirname(pytest.__file__), "__main__.py"), *args]
         watch = _PytestWatch(dirs)
-        code = int(pytest.main(args, plugins=[watch]))
+        os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        code = int(pytest.main([*_trusted_plugins(dirs), *args], plugins=[watch]))
         sys.stdout.flush()
         if watch.exit_from is not None and code == 0:
             _say(f"the tested code ended the test run with pytest.exit() at {watch.exit_from}")
@@ -317,7 +372,9 @@ def child(argv: list[str]) -> None:
     dirs = _workspace_dirs()
     extra += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     sys.path[:] = [p for p in sys.path if p and os.path.realpath(p) != _HERE]
-    sys.path += [p for p in [*extra, *dirs] if p not in sys.path]
+    lib = os.path.join(_HERE, "lib")  # harness_checks, for the tests (checks.py)
+    sys.path += [p for p in [lib, *extra, *dirs] if p not in sys.path]
+    _no_workspace_bytecode(dirs)
     try:
         code = _run_target(mode, target, args, dirs)
     except SystemExit as exc:

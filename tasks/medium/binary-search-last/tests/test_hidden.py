@@ -1,6 +1,8 @@
 import os
 import sys
 
+from harness_checks import plain  # before the tested code: its own, whatever that imports
+
 sys.path.insert(0, os.environ.get("WORKSPACE", "."))
 
 from search import find
@@ -9,11 +11,11 @@ from search import find
 def test_every_element_is_found():
     items = [1, 3, 5, 7, 9, 11]
     for i, x in enumerate(items):
-        assert find(items, x) == i
-    assert find([5], 5) == 0
+        assert plain(find(items, x)) == plain(i)
+    assert plain(find([5], 5)) == 0
 
 
 def test_missing():
-    assert find([1, 3, 5], 4) == -1
-    assert find([1, 3, 5], 6) == -1
-    assert find([], 1) == -1
+    assert plain(find([1, 3, 5], 4)) == -1
+    assert plain(find([1, 3, 5], 6)) == -1
+    assert plain(find([], 1)) == -1

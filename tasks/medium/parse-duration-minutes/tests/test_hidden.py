@@ -1,6 +1,8 @@
 import os
 import sys
 
+from harness_checks import plain  # before the tested code: its own, whatever that imports
+
 sys.path.insert(0, os.environ.get("WORKSPACE", "."))
 
 import pytest
@@ -9,13 +11,13 @@ from duration import parse_duration
 
 
 def test_minutes():
-    assert parse_duration("1h30m") == 5400
-    assert parse_duration("90m") == 5400
-    assert parse_duration("1m1s") == 61
+    assert plain(parse_duration("1h30m")) == 5400
+    assert plain(parse_duration("90m")) == 5400
+    assert plain(parse_duration("1m1s")) == 61
 
 
 def test_unchanged():
-    assert parse_duration("45s") == 45
-    assert parse_duration("2H") == 7200
+    assert plain(parse_duration("45s")) == 45
+    assert plain(parse_duration("2H")) == 7200
     with pytest.raises(ValueError):
         parse_duration("soon")

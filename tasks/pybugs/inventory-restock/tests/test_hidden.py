@@ -1,6 +1,8 @@
 import os
 import sys
 
+from harness_checks import plain  # before the tested code: its own, whatever that imports
+
 sys.path.append(os.environ.get("WORKSPACE", "."))  # after the standard library: never shadows it
 
 import pytest  # noqa: E402
@@ -19,13 +21,13 @@ def warehouse():
 
 def test_example_from_issue():
     report = warehouse().restock_report(10)
-    assert report == [
+    assert plain(report) == plain([
         RestockLine(sku="A-1", name="Bolts", quantity=3, shortfall=7),
         RestockLine(sku="N-2", name="Nuts", quantity=3, shortfall=7),
         RestockLine(sku="B-7", name="washers", quantity=8, shortfall=2),
-    ]
+    ])
     assert all(isinstance(line, RestockLine) for line in report)
-    assert report[0].shortfall == 7
+    assert plain(report[0].shortfall) == 7
 
 
 def test_strictly_below_threshold():
@@ -33,7 +35,7 @@ def test_strictly_below_threshold():
     inv.add("X", "Exactly", 10)
     inv.add("Y", "Below", 9)
     inv.add("Z", "Above", 11)
-    assert inv.restock_report(10) == [("Y", "Below", 9, 1)]
+    assert plain(inv.restock_report(10)) == [("Y", "Below", 9, 1)]
 
 
 def test_sorted_by_shortfall_desc_then_name_case_insensitive():
@@ -44,25 +46,25 @@ def test_sorted_by_shortfall_desc_then_name_case_insensitive():
     inv.add("4", "Clamps", 0)
     inv.add("5", "dowels", 9)
     report = inv.restock_report(10)
-    assert [line.name for line in report] == [
+    assert plain([line.name for line in report]) == [
         "Clamps",
         "Anchors",
         "brackets",
         "zinc plates",
         "dowels",
     ]
-    assert [line.shortfall for line in report] == [10, 5, 5, 5, 1]
+    assert plain([line.shortfall for line in report]) == [10, 5, 5, 5, 1]
 
 
 def test_discontinued_items_excluded():
     inv = warehouse()
     inv.discontinue("A-1")
-    assert [line.sku for line in inv.restock_report(10)] == ["N-2", "B-7"]
+    assert plain([line.sku for line in inv.restock_report(10)]) == ["N-2", "B-7"]
 
 
 def test_zero_threshold_and_empty_inventory():
-    assert warehouse().restock_report(0) == []
-    assert Inventory().restock_report(100) == []
+    assert plain(warehouse().restock_report(0)) == []
+    assert plain(Inventory().restock_report(100)) == []
 
 
 def test_negative_threshold_rejected():
@@ -75,10 +77,10 @@ def test_report_is_read_only_and_reflects_changes():
     before = [(i.sku, i.quantity, i.discontinued) for i in inv.items()]
     inv.restock_report(50)
     inv.restock_report(50)
-    assert [(i.sku, i.quantity, i.discontinued) for i in inv.items()] == before
+    assert plain([(i.sku, i.quantity, i.discontinued) for i in inv.items()]) == plain(before)
     inv.remove("S-9", 35)
     inv.add("A-1", "Bolts", 20)
-    assert inv.restock_report(10) == [
+    assert plain(inv.restock_report(10)) == [
         ("N-2", "Nuts", 3, 7),
         ("S-9", "Screws", 5, 5),
         ("B-7", "washers", 8, 2),

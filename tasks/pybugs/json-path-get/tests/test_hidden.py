@@ -1,6 +1,8 @@
 import os
 import sys
 
+from harness_checks import plain  # before the tested code: its own, whatever that imports
+
 sys.path.append(os.environ.get("WORKSPACE", "."))  # after the standard library: never shadows it
 
 import pytest
@@ -22,17 +24,17 @@ DATA = {
 
 
 def test_basic_dotted_and_indexed_paths():
-    assert get_path(DATA, "a.b[2].c") == "found"
-    assert get_path(DATA, "a.b[0]") == 10
-    assert get_path(DATA, "a.b") == [10, 20, {"c": "found"}]
-    assert get_path(DATA, "servers[1].host") == "beta"
-    assert get_path(DATA, "servers[0].ports[1]") == 443
+    assert plain(get_path(DATA, "a.b[2].c")) == "found"
+    assert plain(get_path(DATA, "a.b[0]")) == 10
+    assert plain(get_path(DATA, "a.b")) == [10, 20, {"c": "found"}]
+    assert plain(get_path(DATA, "servers[1].host")) == "beta"
+    assert plain(get_path(DATA, "servers[0].ports[1]")) == 443
 
 
 def test_chained_and_leading_indexes():
-    assert get_path(DATA, "matrix[1][0]") == 3
-    assert get_path(DATA["matrix"], "[0][1]") == 2
-    assert get_path(DATA["servers"], "[1].ports[0]") == 8080
+    assert plain(get_path(DATA, "matrix[1][0]")) == 3
+    assert plain(get_path(DATA["matrix"], "[0][1]")) == 2
+    assert plain(get_path(DATA["servers"], "[1].ports[0]")) == 8080
 
 
 def test_empty_path_returns_data():
@@ -42,7 +44,7 @@ def test_empty_path_returns_data():
 def test_missing_returns_default():
     sentinel = object()
     assert get_path(DATA, "a.x.y") is None
-    assert get_path(DATA, "a.x.y", default="n/a") == "n/a"
+    assert plain(get_path(DATA, "a.x.y", default="n/a")) == "n/a"
     assert get_path(DATA, "nope", sentinel) is sentinel
     assert get_path(DATA, "a.b[7]", default=sentinel) is sentinel
     assert get_path(DATA, "servers[2].host", default=sentinel) is sentinel
@@ -61,23 +63,23 @@ def test_type_mismatches_return_default():
 
 
 def test_numeric_looking_and_unusual_keys():
-    assert get_path(DATA, "ports.0") == "zero-key"
-    assert get_path(DATA, "http-server.max connections") == 100
+    assert plain(get_path(DATA, "ports.0")) == "zero-key"
+    assert plain(get_path(DATA, "http-server.max connections")) == 100
 
 
 def test_falsy_values_are_returned():
     assert get_path(DATA, "flags.debug", default=True) is False
-    assert get_path(DATA, "flags.retries", default=5) == 0
-    assert get_path(DATA, "flags.label", default="x") == ""
+    assert plain(get_path(DATA, "flags.retries", default=5)) == 0
+    assert plain(get_path(DATA, "flags.label", default="x")) == ""
     assert get_path(DATA, "flags.owner", default="x") is None
-    assert get_path(DATA, "flags.tags", default="x") == []
+    assert plain(get_path(DATA, "flags.tags", default="x")) == []
 
 
 def test_config_get_and_require():
     cfg = Config(DATA)
-    assert cfg.get("servers[0].host") == "alpha"
-    assert cfg.get("servers[9].host", default="localhost") == "localhost"
-    assert cfg.require("flags.retries") == 0
+    assert plain(cfg.get("servers[0].host")) == "alpha"
+    assert plain(cfg.get("servers[9].host", default="localhost")) == "localhost"
+    assert plain(cfg.require("flags.retries")) == 0
     assert cfg.require("flags.owner") is None
     with pytest.raises(KeyError):
         cfg.require("a.b[3]")

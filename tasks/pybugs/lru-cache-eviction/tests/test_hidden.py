@@ -1,6 +1,8 @@
 import os
 import sys
 
+from harness_checks import plain  # before the tested code: its own, whatever that imports
+
 sys.path.append(os.environ.get("WORKSPACE", "."))  # after the standard library: never shadows it
 
 import random
@@ -12,12 +14,12 @@ def test_get_refreshes_recency():
     cache = LRUCache(2)
     cache.put("a", 1)
     cache.put("b", 2)
-    assert cache.get("a") == 1
+    assert plain(cache.get("a")) == 1
     cache.put("c", 3)
-    assert cache.keys() == ["a", "c"]
+    assert plain(cache.keys()) == ["a", "c"]
     assert "b" not in cache
-    assert cache.get("a") == 1
-    assert cache.evictions == 1
+    assert plain(cache.get("a")) == 1
+    assert plain(cache.evictions) == 1
 
 
 def test_keys_order_after_gets():
@@ -25,20 +27,20 @@ def test_keys_order_after_gets():
     for k in "abc":
         cache.put(k, k.upper())
     cache.get("a")
-    assert cache.keys() == ["b", "c", "a"]
+    assert plain(cache.keys()) == ["b", "c", "a"]
     cache.get("b")
-    assert cache.keys() == ["c", "a", "b"]
+    assert plain(cache.keys()) == ["c", "a", "b"]
     cache.get("b")
-    assert cache.keys() == ["c", "a", "b"]
+    assert plain(cache.keys()) == ["c", "a", "b"]
     cache.put("d", "D")
-    assert cache.keys() == ["a", "b", "d"]
+    assert plain(cache.keys()) == ["a", "b", "d"]
 
 
 def test_falsy_values_are_refreshed_too():
     cache = LRUCache(2)
     cache.put("zero", 0)
     cache.put("none", None)
-    assert cache.get("zero", "missing") == 0
+    assert plain(cache.get("zero", "missing")) == 0
     cache.put("new", 1)
     assert "zero" in cache and "none" not in cache
 
@@ -49,8 +51,8 @@ def test_put_existing_key_refreshes():
     cache.put("b", 2)
     cache.put("a", 10)
     cache.put("c", 3)
-    assert cache.keys() == ["a", "c"]
-    assert cache.get("a") == 10
+    assert plain(cache.keys()) == ["a", "c"]
+    assert plain(cache.get("a")) == 10
 
 
 def test_miss_and_contains_do_not_refresh():
@@ -60,16 +62,16 @@ def test_miss_and_contains_do_not_refresh():
     assert cache.get("x") is None
     assert "a" in cache
     cache.put("c", 3)
-    assert cache.keys() == ["b", "c"]
-    assert (cache.hits, cache.misses) == (0, 1)
+    assert plain(cache.keys()) == ["b", "c"]
+    assert plain((cache.hits, cache.misses)) == (0, 1)
 
 
 def test_capacity_one():
     cache = LRUCache(1)
     cache.put("a", 1)
-    assert cache.get("a") == 1
+    assert plain(cache.get("a")) == 1
     cache.put("b", 2)
-    assert cache.keys() == ["b"]
+    assert plain(cache.keys()) == ["b"]
     assert cache.get("a") is None
 
 
@@ -87,8 +89,8 @@ def test_memoize_keeps_hot_keys():
     square(3)          # evicts 2
     square(1)          # still cached
     square(2)          # recomputed
-    assert calls == [1, 2, 3, 2]
-    assert square.cache.hits == 2
+    assert plain(calls) == [1, 2, 3, 2]
+    assert plain(square.cache.hits) == 2
 
 
 def test_matches_reference_model():
@@ -101,11 +103,11 @@ def test_matches_reference_model():
         if rng.random() < 0.5:
             got = cache.get(key, "MISSING")
             if key in model:
-                assert got == values[key]
+                assert plain(got) == plain(values[key])
                 model.remove(key)
                 model.append(key)
             else:
-                assert got == "MISSING"
+                assert plain(got) == "MISSING"
         else:
             value = rng.random()
             cache.put(key, value)
@@ -115,4 +117,4 @@ def test_matches_reference_model():
                 del values[model.pop(0)]
             model.append(key)
             values[key] = value
-        assert cache.keys() == model
+        assert plain(cache.keys()) == plain(model)

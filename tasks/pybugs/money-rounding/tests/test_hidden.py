@@ -1,6 +1,8 @@
 import os
 import sys
 
+from harness_checks import plain  # before the tested code: its own, whatever that imports
+
 sys.path.append(os.environ.get("WORKSPACE", "."))  # after the standard library: never shadows it
 
 from decimal import Decimal
@@ -19,8 +21,8 @@ def make(lines, tax_rate="0"):
 
 def test_rounding_happens_on_the_sum_not_per_line():
     inv = make([("0.335", 1)] * 3)
-    assert inv.subtotal() == Decimal("1.01")
-    assert inv.total() == Decimal("1.01")
+    assert plain(inv.subtotal()) == plain(Decimal("1.01"))
+    assert plain(inv.total()) == plain(Decimal("1.01"))
 
 
 @pytest.mark.parametrize(
@@ -38,22 +40,22 @@ def test_rounding_happens_on_the_sum_not_per_line():
     ],
 )
 def test_subtotal_half_up(lines, expected):
-    assert make(lines).subtotal() == Decimal(expected)
+    assert plain(make(lines).subtotal()) == plain(Decimal(expected))
 
 
 def test_tax_rounded_half_up():
     inv = make([("2.50", 1)], tax_rate="0.05")
-    assert inv.subtotal() == Decimal("2.50")
-    assert inv.tax() == Decimal("0.13")
-    assert inv.total() == Decimal("2.63")
+    assert plain(inv.subtotal()) == plain(Decimal("2.50"))
+    assert plain(inv.tax()) == plain(Decimal("0.13"))
+    assert plain(inv.total()) == plain(Decimal("2.63"))
 
 
 def test_tax_on_rounded_subtotal():
     # subtotal 1.005 -> 1.01; tax 1.01 * 0.5 = 0.505 -> 0.51
     inv = make([("0.335", 1)] * 3, tax_rate="0.5")
-    assert inv.subtotal() == Decimal("1.01")
-    assert inv.tax() == Decimal("0.51")
-    assert inv.total() == Decimal("1.52")
+    assert plain(inv.subtotal()) == plain(Decimal("1.01"))
+    assert plain(inv.tax()) == plain(Decimal("0.51"))
+    assert plain(inv.total()) == plain(Decimal("1.52"))
 
 
 def test_decimal_inputs_and_two_places():
@@ -61,20 +63,20 @@ def test_decimal_inputs_and_two_places():
     sub, tax, total = inv.subtotal(), inv.tax(), inv.total()
     for value in (sub, tax, total):
         assert isinstance(value, Decimal)
-        assert value.as_tuple().exponent == -2
-    assert (str(sub), str(tax), str(total)) == ("1.01", "0.20", "1.21")
+        assert plain(value.as_tuple().exponent) == -2
+    assert plain((str(sub), str(tax), str(total))) == ("1.01", "0.20", "1.21")
 
 
 def test_summary_uses_fixed_amounts():
     inv = make([("0.335", 1)] * 3)
-    assert "subtotal 1.01 EUR" in inv.summary()
-    assert "total 1.01 EUR" in inv.summary()
+    assert "subtotal 1.01 EUR" in plain(inv.summary())
+    assert "total 1.01 EUR" in plain(inv.summary())
 
 
 def test_regular_invoice_unchanged():
     inv = Invoice("H-2", tax_rate="0.20")
     inv.add_line("Consulting (hours)", "85.00", "7.5")
     inv.add_line("Travel", "42.10")
-    assert inv.subtotal() == Decimal("679.60")
-    assert inv.tax() == Decimal("135.92")
-    assert inv.total() == Decimal("815.52")
+    assert plain(inv.subtotal()) == plain(Decimal("679.60"))
+    assert plain(inv.tax()) == plain(Decimal("135.92"))
+    assert plain(inv.total()) == plain(Decimal("815.52"))

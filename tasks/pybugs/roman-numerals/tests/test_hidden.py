@@ -1,6 +1,8 @@
 import os
 import sys
 
+from harness_checks import plain  # before the tested code: its own, whatever that imports
+
 sys.path.append(os.environ.get("WORKSPACE", "."))  # after the standard library: never shadows it
 
 import pytest  # noqa: E402
@@ -26,7 +28,7 @@ from numerals import from_roman, to_roman  # noqa: E402
     ],
 )
 def test_to_roman_subtractive(number, numeral):
-    assert to_roman(number) == numeral
+    assert plain(to_roman(number)) == plain(numeral)
 
 
 @pytest.mark.parametrize(
@@ -43,19 +45,19 @@ def test_to_roman_subtractive(number, numeral):
     ],
 )
 def test_from_roman_subtractive(numeral, number):
-    assert from_roman(numeral) == number
+    assert plain(from_roman(numeral)) == plain(number)
 
 
 def test_round_trip_full_range():
     for n in range(1, 4000):
         numeral = to_roman(n)
-        assert from_roman(numeral) == n, (n, numeral)
+        assert plain(from_roman(numeral)) == plain(n), (n, numeral)
 
 
 def test_additive_forms_still_work():
-    assert to_roman(2023) == "MMXXIII"
-    assert from_roman("MMXXIII") == 2023
-    assert from_roman(" viii ") == 8
+    assert plain(to_roman(2023)) == "MMXXIII"
+    assert plain(from_roman("MMXXIII")) == 2023
+    assert plain(from_roman(" viii ")) == 8
 
 
 def test_errors_preserved():

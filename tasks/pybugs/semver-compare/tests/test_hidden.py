@@ -2,6 +2,8 @@ import os
 import random
 import sys
 
+from harness_checks import plain  # before the tested code: its own, whatever that imports
+
 sys.path.append(os.environ.get("WORKSPACE", "."))  # after the standard library: never shadows it
 
 import pytest  # noqa: E402
@@ -32,24 +34,24 @@ SEMVER_SPEC_ORDER = [
     ],
 )
 def test_numeric_core(a, b):
-    assert compare_versions(a, b) == -1
-    assert compare_versions(b, a) == 1
+    assert plain(compare_versions(a, b)) == -1
+    assert plain(compare_versions(b, a)) == 1
 
 
 def test_prerelease_before_release():
-    assert compare_versions("1.0.0-alpha", "1.0.0") == -1
-    assert compare_versions("1.0.0", "1.0.0-rc.1") == 1
+    assert plain(compare_versions("1.0.0-alpha", "1.0.0")) == -1
+    assert plain(compare_versions("1.0.0", "1.0.0-rc.1")) == 1
     # a pre-release of a higher version still beats a lower release
-    assert compare_versions("1.1.0-alpha", "1.0.0") == 1
-    assert compare_versions("2.0.0-rc.1", "1.10.0") == 1
+    assert plain(compare_versions("1.1.0-alpha", "1.0.0")) == 1
+    assert plain(compare_versions("2.0.0-rc.1", "1.10.0")) == 1
 
 
 def test_semver_spec_chain_pairwise():
     for i, lower in enumerate(SEMVER_SPEC_ORDER):
         for higher in SEMVER_SPEC_ORDER[i + 1:]:
-            assert compare_versions(lower, higher) == -1, (lower, higher)
-            assert compare_versions(higher, lower) == 1, (higher, lower)
-        assert compare_versions(lower, lower) == 0
+            assert plain(compare_versions(lower, higher)) == -1, (lower, higher)
+            assert plain(compare_versions(higher, lower)) == 1, (higher, lower)
+        assert plain(compare_versions(lower, lower)) == 0
 
 
 @pytest.mark.parametrize(
@@ -66,20 +68,20 @@ def test_semver_spec_chain_pairwise():
     ],
 )
 def test_prerelease_identifiers(a, b, expected):
-    assert compare_versions(a, b) == expected
+    assert plain(compare_versions(a, b)) == plain(expected)
 
 
 def test_helpers_follow_ordering():
     shuffled = SEMVER_SPEC_ORDER[:]
     random.Random(1234).shuffle(shuffled)
-    assert sort_versions(shuffled) == SEMVER_SPEC_ORDER
-    assert sort_versions(shuffled, reverse=True) == SEMVER_SPEC_ORDER[::-1]
-    assert latest(["1.0.0", "1.0.0-rc.1", "0.9.12"]) == "1.0.0"
-    assert latest(["1.0.0-rc.1", "1.0.0", "0.9.12"]) == "1.0.0"
-    assert latest(["1.9.0", "1.10.0", "1.10.0-rc.2"]) == "1.10.0"
-    assert is_newer("1.10.0", "1.9.0")
-    assert not is_newer("2.0.0", "10.0.0")
-    assert not is_newer("1.0.0-rc.1", "1.0.0")
+    assert plain(sort_versions(shuffled)) == plain(SEMVER_SPEC_ORDER)
+    assert plain(sort_versions(shuffled, reverse=True)) == plain(SEMVER_SPEC_ORDER[::-1])
+    assert plain(latest(["1.0.0", "1.0.0-rc.1", "0.9.12"])) == "1.0.0"
+    assert plain(latest(["1.0.0-rc.1", "1.0.0", "0.9.12"])) == "1.0.0"
+    assert plain(latest(["1.9.0", "1.10.0", "1.10.0-rc.2"])) == "1.10.0"
+    assert plain(is_newer("1.10.0", "1.9.0"))
+    assert not plain(is_newer("2.0.0", "10.0.0"))
+    assert not plain(is_newer("1.0.0-rc.1", "1.0.0"))
 
 
 def test_validation_unchanged():

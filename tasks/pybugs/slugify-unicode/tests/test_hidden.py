@@ -2,6 +2,8 @@ import os
 import re
 import sys
 
+from harness_checks import plain  # before the tested code: its own, whatever that imports
+
 sys.path.append(os.environ.get("WORKSPACE", "."))  # after the standard library: never shadows it
 
 import pytest  # noqa: E402
@@ -21,12 +23,12 @@ from blogengine import Post, slugify  # noqa: E402
     ],
 )
 def test_accents_transliterated(title, expected):
-    assert slugify(title) == expected
+    assert plain(slugify(title)) == plain(expected)
 
 
 def test_decomposed_input_transliterated():
     # "e" followed by a combining acute accent (NFD form)
-    assert slugify("Cafe\u0301") == "cafe"
+    assert plain(slugify("Cafe\u0301")) == "cafe"
 
 
 @pytest.mark.parametrize(
@@ -42,30 +44,30 @@ def test_decomposed_input_transliterated():
     ],
 )
 def test_dashes_collapsed_and_stripped(title, expected):
-    assert slugify(title) == expected
+    assert plain(slugify(title)) == plain(expected)
 
 
 def test_empty_and_symbol_only_titles():
-    assert slugify("") == ""
-    assert slugify("!!! ???") == ""
+    assert plain(slugify("")) == ""
+    assert plain(slugify("!!! ???")) == ""
 
 
 def test_max_length_never_leaves_trailing_dash():
-    assert slugify("hello world again", max_length=11) == "hello-world"
-    assert slugify("hello world again", max_length=12) == "hello-world"
-    assert slugify("Café crème", max_length=5) == "cafe"
+    assert plain(slugify("hello world again", max_length=11)) == "hello-world"
+    assert plain(slugify("hello world again", max_length=12)) == "hello-world"
+    assert plain(slugify("Café crème", max_length=5)) == "cafe"
     long_slug = slugify("word " * 40)
     assert len(long_slug) <= 60
-    assert not long_slug.endswith("-")
+    assert not plain(long_slug.endswith("-"))
 
 
 def test_output_alphabet():
     slug = slugify("Ça va?  Très   bien — merci! (Ünïcödé) 2024")
-    assert slug == "ca-va-tres-bien-merci-unicode-2024"
-    assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", slug)
+    assert plain(slug) == "ca-va-tres-bien-merci-unicode-2024"
+    assert plain(re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", slug))
 
 
 def test_post_uses_fixed_slug():
     post = Post(title="Año Nuevo", body="¡Feliz año!")
-    assert post.slug == "ano-nuevo"
-    assert post.url == "/posts/ano-nuevo/"
+    assert plain(post.slug) == "ano-nuevo"
+    assert plain(post.url) == "/posts/ano-nuevo/"

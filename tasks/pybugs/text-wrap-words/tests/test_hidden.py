@@ -1,6 +1,8 @@
 import os
 import sys
 
+from harness_checks import plain  # before the tested code: its own, whatever that imports
+
 sys.path.append(os.environ.get("WORKSPACE", "."))  # after the standard library: never shadows it
 
 import pytest  # noqa: E402
@@ -33,37 +35,37 @@ def paragraphs_of(text):
 
 
 def test_issue_example():
-    assert wrap("The quick brown fox jumps over the lazy dog", 10) == (
+    assert plain(wrap("The quick brown fox jumps over the lazy dog", 10)) == (
         "The quick\nbrown fox\njumps over\nthe lazy\ndog"
     )
 
 
 def test_paragraph_breaks_kept():
     text = "First paragraph here.\n\nSecond one\nspans two lines.\n\n\n  \nThird."
-    assert wrap(text, 16) == (
+    assert plain(wrap(text, 16)) == (
         "First paragraph\nhere.\n\nSecond one spans\ntwo lines.\n\nThird."
     )
-    assert wrap("a\n \t\nb", 80) == "a\n\nb"
+    assert plain(wrap("a\n \t\nb", 80)) == "a\n\nb"
 
 
 def test_long_words_are_not_split():
-    assert wrap("see https://example.com/a/very/long/path now", 12) == (
+    assert plain(wrap("see https://example.com/a/very/long/path now", 12)) == (
         "see\nhttps://example.com/a/very/long/path\nnow"
     )
-    assert wrap("a state-of-the-art parser", 10) == "a\nstate-of-the-art\nparser"
-    assert wrap("abcdefghij", 3) == "abcdefghij"
+    assert plain(wrap("a state-of-the-art parser", 10)) == "a\nstate-of-the-art\nparser"
+    assert plain(wrap("abcdefghij", 3)) == "abcdefghij"
 
 
 def test_blank_edges_and_empty_input():
-    assert wrap("\n\n  hello  \n\n", 10) == "hello"
-    assert wrap("", 10) == ""
-    assert wrap("   \n\n \t ", 10) == ""
+    assert plain(wrap("\n\n  hello  \n\n", 10)) == "hello"
+    assert plain(wrap("", 10)) == ""
+    assert plain(wrap("   \n\n \t ", 10)) == ""
 
 
 @pytest.mark.parametrize("width", [1, 5, 8, 13, 20, 33, 47, 80])
 def test_greedy_fill_properties(width):
     out = wrap(LOREM, width)
-    assert not out.endswith("\n")
+    assert not plain(out.endswith("\n"))
     expected_paras = paragraphs_of(LOREM)
     blocks = out.split("\n\n")
     assert len(blocks) == len(expected_paras) == 3
@@ -71,23 +73,23 @@ def test_greedy_fill_properties(width):
         lines = block.split("\n")
         assert all(line == " ".join(line.split()) and line for line in lines), lines
         # words kept intact and in order
-        assert [w for line in lines for w in line.split(" ")] == words
+        assert plain([w for line in lines for w in line.split(" ")]) == plain(words)
         for line in lines:
-            assert len(line) <= width or " " not in line, (width, line)
+            assert len(line) <= plain(width) or " " not in line, (width, line)
         # greedy: the next line's first word would not have fit
         for prev, nxt in zip(lines, lines[1:]):
-            assert len(prev) + 1 + len(nxt.split(" ")[0]) > width, (prev, nxt)
+            assert plain(len(prev) + 1 + len(nxt.split(" ")[0])) > plain(width), (prev, nxt)
 
 
 def test_boxed_keeps_paragraphs():
-    assert boxed("hi there\n\nbye", 12) == (
+    assert plain(boxed("hi there\n\nbye", 12)) == (
         "+----------+\n"
         "| hi there |\n"
         "|          |\n"
         "| bye      |\n"
         "+----------+"
     )
-    assert boxed("wrapping words nicely", 12) == (
+    assert plain(boxed("wrapping words nicely", 12)) == (
         "+----------+\n"
         "| wrapping |\n"
         "| words    |\n"

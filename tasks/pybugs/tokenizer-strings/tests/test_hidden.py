@@ -1,6 +1,8 @@
 import os
 import sys
 
+from harness_checks import plain  # before the tested code: its own, whatever that imports
+
 sys.path.append(os.environ.get("WORKSPACE", "."))  # after the standard library: never shadows it
 
 import pytest
@@ -13,7 +15,7 @@ def kv(source):
 
 
 def test_string_with_space():
-    assert kv('name == "John Smith"') == [
+    assert plain(kv('name == "John Smith"')) == [
         ("NAME", "name"),
         ("OP", "=="),
         ("STRING", "John Smith"),
@@ -21,21 +23,21 @@ def test_string_with_space():
 
 
 def test_string_whitespace_preserved_exactly():
-    assert kv('"  two  spaces\tand a tab  "') == [("STRING", "  two  spaces\tand a tab  ")]
+    assert plain(kv('"  two  spaces\tand a tab  "')) == [("STRING", "  two  spaces\tand a tab  ")]
 
 
 def test_escaped_quotes():
-    assert kv(r'title == "say \"hi\" now"') == [
+    assert plain(kv(r'title == "say \"hi\" now"')) == [
         ("NAME", "title"),
         ("OP", "=="),
         ("STRING", 'say "hi" now'),
     ]
-    assert kv(r'"a \"b\" c"') == [("STRING", 'a "b" c')]
-    assert kv(r'"\"quoted\""') == [("STRING", '"quoted"')]
+    assert plain(kv(r'"a \"b\" c"')) == [("STRING", 'a "b" c')]
+    assert plain(kv(r'"\"quoted\""')) == [("STRING", '"quoted"')]
 
 
 def test_escaped_backslash_before_closing_quote():
-    assert kv(r'path == "C:\\temp\\" && x') == [
+    assert plain(kv(r'path == "C:\\temp\\" && x')) == [
         ("NAME", "path"),
         ("OP", "=="),
         ("STRING", "C:\\temp\\"),
@@ -45,9 +47,9 @@ def test_escaped_backslash_before_closing_quote():
 
 
 def test_empty_and_adjacent_strings():
-    assert kv('""') == [("STRING", "")]
-    assert kv('"a"+"b c"') == [("STRING", "a"), ("OP", "+"), ("STRING", "b c")]
-    assert kv('f("", "x y",3)') == [
+    assert plain(kv('""')) == [("STRING", "")]
+    assert plain(kv('"a"+"b c"')) == [("STRING", "a"), ("OP", "+"), ("STRING", "b c")]
+    assert plain(kv('f("", "x y",3)')) == [
         ("NAME", "f"),
         ("OP", "("),
         ("STRING", ""),
@@ -60,7 +62,7 @@ def test_empty_and_adjacent_strings():
 
 
 def test_operators_and_keywords_inside_string_are_text():
-    assert kv('q == "a == b && true (c)"') == [
+    assert plain(kv('q == "a == b && true (c)"')) == [
         ("NAME", "q"),
         ("OP", "=="),
         ("STRING", "a == b && true (c)"),
@@ -77,7 +79,7 @@ def test_unterminated_string_raises():
 
 
 def test_non_string_tokens_unchanged():
-    assert tokenize("  price >= 10.5\n&& qty != 3 || done == true ") == [
+    assert plain(tokenize("  price >= 10.5\n&& qty != 3 || done == true ")) == plain([
         Token("NAME", "price"),
         Token("OP", ">="),
         Token("NUMBER", 10.5),
@@ -89,7 +91,7 @@ def test_non_string_tokens_unchanged():
         Token("NAME", "done"),
         Token("OP", "=="),
         Token("KEYWORD", "true"),
-    ]
-    assert tokenize("") == []
+    ])
+    assert plain(tokenize("")) == []
     with pytest.raises(TokenizeError):
         tokenize("a == @")

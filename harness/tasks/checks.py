@@ -1,0 +1,61 @@
+"""What a native task's tests compare, made of values the tested code cannot fake (standard library only).
+
+The guarded runner (guard.py) puts this file on the tests' path as ``harness_checks``. In a test,
+``plain(x)`` returns ``x`` unchanged when it is made only of built-in values (the exact built-in
+types, no subclass, in any nesting of lists, tuples, dicts and sets; also the exact standard
+dates, times, decimals and fractions), and fails the test otherwise::
+
+    from harness_checks import plain
+
+    assert plain(median([1, 2, 3, 4])) == 2.5
+    assert plain(is_leap(2000)) is True
+
+Why: ``got == want`` asks ``got``. The tested code can return a float subclass whose ``__eq__``
+is always true, a list whose ``__contains__`` always answers yes, an object whose ``__bool__`` is
+always true: every bare ``==`` (and ``in``, ``<``, a truth test) on such a value passes without
+the task being solved. On exact built-in types those operators are the interpreter's own.
+"""
+
+import datetime
+import decimal
+import fractions
+
+_SCALARS = frozenset(
+    {bool, int, float, complex, str, bytes, type(None), range, slice}
+    | {datetime.date, datetime.datetime, datetime.time, datetime.timedelta, datetime.timezone}
+    | {decimal.Decimal, fractions.Fraction}
+)
+_SEQUENCES = frozenset({list, tuple, set, frozenset})
+_MAX_DEPTH = 100  # deeper nesting is refused rather than followed (a self-referencing list)
+
+
+def _fake(value: object, where: str, depth: int) -> str | None:
+    """Where in ``value`` something is not a built-in value, or None."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return None
+    if depth > _MAX_DEPTH:
+        return f"{where}: nested deeper than {_MAX_DEPTH}"
+    if kind in _SEQUENCES:
+        for i, item in enumerate(value):  # type: ignore[call-overload]
+            if (found := _fake(item, f"{where}[{i}]", depth + 1)) is not None:
+                return found
+        return None
+    if kind is dict:
+        for n, (key, item) in enumerate(value.items()):  # type: ignore[attr-defined]
+            # no repr of a key before it is known to be plain: a fake one's repr is its own code
+            if (found := _fake(key, f"{where}'s key #{n + 1}", depth + 1)) is not None:
+                return found
+            if (found := _fake(item, f"{where}[{key!r:.40}]", depth + 1)) is not None:
+                return found
+        return None
+    return f"{where} is a {kind.__module__}.{kind.__qualname__}, not a built-in value"
+
+
+def plain(value: object) -> object:
+    """``value`` itself when it is made of built-in values only (module docstring); else an
+    AssertionError that says which part is not."""
+    found = _fake(value, "the value", 0)
+    if found is not None:
+        raise AssertionError(f"{found}: its comparisons are its own code, so the test cannot trust them")
+    return value
