@@ -411,6 +411,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.base_url:
         if not args.served_model:
             raise HarnessError("--base-url needs --served-model NAME (the model name the server serves)")
+        from harness.server.endpoint import check_base_url
+
+        try:
+            check_base_url(args.base_url)
+        except ValueError as exc:
+            raise HarnessError(f"--base-url: {exc}") from None
         report = run_checks(
             base_url=args.base_url,
             api_key=args.api_key or "EMPTY",
@@ -555,6 +561,59 @@ def cmd_tasks_verify(args: argparse.Namespace) -> int:
     return 0 if report.valid else 1
 
 
+def cmd_tasks_audit(args: argparse.Namespace) -> int:
+    from harness.evaluate import EvalConfig, build_eval_config
+    from harness.tasks.audit import audit_suite
+
+    flags = {k: v for k, v in config_values(args, EvalConfig).items() if k in VERIFY_FIELDS}
+    config = build_eval_config({**flags, "models": ("tasks-audit",)})  # models: unused here
+    report = audit_suite(
+        args.suite,
+        runtime=config.runtime,
+        sandbox=config.sandbox,
+        skip_unsupported=config.skip_unsupported,
+        concurrency=config.fixed_concurrency(),
+        task=config.task,
+        limit=config.limit,
+        cheat=tuple(args.cheat or ()),
+        progress=not args.json,
+    )
+    if args.json:
+        print(report.model_dump_json(indent=2))
+        return 1 if report.passable else 0
+    t = Table(title=f"tasks audit {escape(args.suite)} ({report.runtime} runtime)")
+    for col in ("task", "passed by", "held", "n/a", "detail"):
+        t.add_column(col, overflow="fold")
+    for a in report.audits:
+        held = sum(r.outcome == "held" for r in a.results)
+        na = [r.cheat for r in a.results if r.outcome == "n/a"]
+        notes = [f"{r.cheat}: {r.detail}" for r in a.results if r.outcome in ("passed", "error")]
+        t.add_row(
+            escape(a.task_id),
+            "[red]" + escape(", ".join(a.passable)) + "[/]" if a.passable else "[green]none[/]",
+            f"{held}/{len(a.results)}",
+            escape(", ".join(na)) or "-",
+            escape("; ".join(notes)),
+        )
+    for sk in report.skipped:
+        t.add_row(escape(sk.id), "[yellow]skipped[/]", "-", "-", escape(sk.reason))
+    out.print(t)
+    n, bad = len(report.audits), len(report.passable)
+    out.print(
+        f"{len(report.cheats)} cheats on {n} tasks: "
+        + (
+            f"[red]{bad} of {n} passable without solving them[/]"
+            if bad
+            else "no task passable without solving it"
+        )
+        + (f"; {report.errors} cheat(s) could not be played" if report.errors else "")
+        + (f"; {len(report.skipped)} skipped" if report.skipped else "")
+        + f"; {report.wall_s:.1f} s, {report.concurrency} at a time",
+        highlight=False,
+    )
+    return 1 if bad else 0
+
+
 def cmd_export_preds(args: argparse.Namespace) -> int:
     from harness.results.preds import export_preds
 
@@ -672,6 +731,9 @@ def _print_comparison(c: "Comparison", page: Path | None) -> None:
     if c.stall_rate is not None and (c.stall_rate.a or c.stall_rate.b):
         s = c.stall_rate
         t.add_row("stalls (not loops)", f"{100 * s.a:.1f}%", f"{100 * s.b:.1f}%", f"{100 * s.diff:+.1f}")
+    if c.tamper_rate is not None and (c.tamper_rate.a or c.tamper_rate.b):
+        tr = c.tamper_rate
+        t.add_row("tampered (evidence)", f"{100 * tr.a:.1f}%", f"{100 * tr.b:.1f}%", f"{100 * tr.diff:+.1f}")
     for cat, ch in c.format_errors_per_turn.items():
         t.add_row(f"{escape(cat)} / turn", f"{ch.a:.3f}", f"{ch.b:.3f}", f"{ch.diff:+.3f}")
     out.print(t)
@@ -1062,6 +1124,18 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     if eval_flags:
         add_config_flags(tv, EvalConfig, skip=frozenset(EvalConfig.model_fields) - VERIFY_FIELDS)
     tv.set_defaults(func=cmd_tasks_verify)
+    ta = tsub.add_parser(
+        "audit",
+        help="scripted cheats on every task: none may pass a task without solving it (exit 1 if one does)",
+    )
+    ta.add_argument("suite", help="built-in suite name or a directory of tasks")
+    ta.add_argument(
+        "--cheat", action="append", metavar="NAME", help="play only this cheat (repeatable; default: all)"
+    )
+    ta.add_argument("--json", action="store_true", help="print the audit as JSON")
+    if eval_flags:
+        add_config_flags(ta, EvalConfig, skip=frozenset(EvalConfig.model_fields) - VERIFY_FIELDS)
+    ta.set_defaults(func=cmd_tasks_audit)
 
     check = sub.add_parser(
         "check", help="validate chat template, tool-call parser and tool schemas before an eval"

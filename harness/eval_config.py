@@ -163,6 +163,13 @@ class EvalConfig(BaseModel):
         n, _ = sandbox_capacity(host_room(), self.sandbox.cpus, self.sandbox.memory_gib)
         return min(n, self.max_concurrency or n)
 
+    @field_validator("base_url")
+    @classmethod
+    def _base_url_usable(cls, value: str | None) -> str | None:
+        from harness.server.endpoint import check_base_url
+
+        return None if value is None else check_base_url(value)
+
     @field_validator("run_dir")
     @classmethod
     def _run_dir_absolute(cls, value: Path | None) -> Path | None:

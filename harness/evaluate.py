@@ -50,7 +50,9 @@ from harness.runtime.select import make_runtime
 from harness.seam import ModelEndpoint
 from harness.server.endpoint import group_by_server, share_servers
 from harness.tasks import Task, load_suite, select_tasks
-from harness.tasks.loader import check_source
+from harness.results.masking import mask_run
+from harness.tasks.harbor_config import host_vars_allowed
+from harness.tasks.loader import check_source, unnamed_host_var
 from harness.tasks.selection import narrow
 from harness.verification import verify_run
 
@@ -123,7 +125,7 @@ def run_eval(config: EvalConfig) -> EvalSummary:
     counts: dict[str, Any] = {}
     # Ray's episodes hear of a graceful stop through the run's mailbox (cluster/mirror.py)
     drain = Drain(config.stop_grace)
-    with stop_on_signals(stop, caught, drain):
+    with stop_on_signals(stop, caught, drain), host_vars_allowed(config.sandbox.task_env):
         try:
             return _run_eval(config, stop, counts, drain)
         except KeyboardInterrupt:
@@ -151,7 +153,10 @@ def run_eval(config: EvalConfig) -> EvalSummary:
 def _tasks(config: EvalConfig, images: bool) -> list[Task]:
     suite = load_suite(config.tasks, images=images, swebench_images=config.sandbox.swebench_images)
     suite = narrow(suite, config.task, config.limit, where=config.tasks)
-    return select_tasks(suite, config.tasks, skip_unsupported=config.skip_unsupported, images=images)
+    tasks = select_tasks(suite, config.tasks, skip_unsupported=config.skip_unsupported, images=images)
+    if (refused := unnamed_host_var(tasks, config.sandbox.task_env)) is not None:
+        raise HarnessError(refused)
+    return tasks
 
 
 def _run_eval(config: EvalConfig, stop: threading.Event, counts: dict[str, Any], drain: Drain) -> EvalSummary:
@@ -216,6 +221,7 @@ def _run_eval(config: EvalConfig, stop: threading.Event, counts: dict[str, Any],
             # Written by a stopped run too: a resumed run's seconds are the sum over every start.
             _append_server_stats(run_dir, group)
     verify_run(store, {t.id: t for t in tasks}, runtime, config.fixed_concurrency(), stop)
+    mask_run(run_dir)  # the --task-env values in the files the SDK and the tests wrote
     arm_models = {arm_label(e.name, n, config.scaffolds): e.name for e in endpoints for n in config.scaffolds}
     summaries, headlines = _summaries(run_dir, arm_models)
     return EvalSummary(run_dir=run_dir, models=summaries, new_episodes=new, headlines=headlines)

@@ -22,7 +22,7 @@ from harness._text import markup
 from harness.episodes.faults import disk_full, failed_outcome
 from harness.episodes.scaffold import Scaffold
 from harness.errors import HarnessError
-from harness.monitor import ToolSchemas, Turn, detect_stall, validate_turn
+from harness.monitor import ToolSchemas, Turn, detect_stall, tamper_findings, validate_turn
 from harness.progress import console
 from harness.proxy import Proxy, WatchConfig
 from harness.results.store import EpisodeError, EpisodeRecord, RunStore
@@ -467,6 +467,7 @@ def record_episode(ctx: Rollout, done: Finished) -> EpisodeRecord:
             repairs=repairs,
             loop=outcome.loop,
             stall=detect_stall(outcome.turns),
+            tamper=tamper_findings(outcome.turns),
             prompt_tokens=outcome.prompt_tokens,
             completion_tokens=outcome.completion_tokens,
             resumed_turns=outcome.resumed_turns,

@@ -646,3 +646,40 @@ def test_eval_prints_a_hostile_task_id_as_inert_text(
     assert code == 0, got.err
     _assert_inert(got.out + got.err)
     assert "hello[bold red]x seed 1" in got.err  # the progress line names the task, markup as text
+
+
+@pytest.mark.parametrize(
+    ("field", "text", "says"),
+    [
+        ("seeds", "[" + "9" * 20_000 + "]", "unreadable (Exceeds the limit"),
+        ("models", "5", "models: Input should be a valid list"),
+        ("harness", "[1, 2]", "harness: Input should be a valid dictionary"),
+        ("machine", '"x"', "machine: Input should be a valid dictionary"),
+        ("model_info", '{"m": 5}', "model_info.m: Input should be a valid dictionary"),
+        ("invocations", '"x"', "invocations: Input should be a valid list"),
+    ],
+)
+def test_a_hostile_run_json_is_one_line_in_every_command_that_reads_it(
+    tmp_path: Path, field: str, text: str, says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 20,000-digit integer or a field of the wrong type gave a traceback (ValueError, TypeError,
+    AttributeError) in show-manifest, report, compare and export-preds."""
+    import json
+
+    from harness.cli import main
+    from tests.helpers.runs import record, write_run
+
+    run = write_run(tmp_path / "run", [record("t1", 1, 1.0), record("t2", 1, 0.0)])
+    manifest = json.loads((run / "run.json").read_text())
+    manifest[field] = "PLACEHOLDER"
+    (run / "run.json").write_text(json.dumps(manifest).replace('"PLACEHOLDER"', text))
+    for argv in (
+        ["show-manifest", str(run)],
+        ["report", str(run)],
+        ["compare", str(run), str(run)],
+        ["export-preds", str(run)],
+    ):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        lines = [ln for ln in err.splitlines() if ln.strip()]
+        assert len(lines) == 1 and "run.json" in lines[0] and says in lines[0], (argv, err)

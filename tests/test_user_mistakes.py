@@ -343,3 +343,24 @@ def test_a_mistyped_tasks_under_runtime_auto_is_one_line_and_starts_no_engine(
     argv = ["eval", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--runtime", "auto"]
     one_line_error(capsys, [*argv, "--tasks", str(tmp_path / "none")], "no such suite or directory")
     assert not (tmp_path / "cache" / "podman").exists()  # where a managed service would live
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("http://127.0.0.1:9/v1?token=abc", "has a query string or fragment"),
+        ("http://127.0.0.1:9/v1#x", "has a query string or fragment"),
+        ("http://127.0.0.1:9/v1/chat/completions", "goes past the API's base"),
+        ("127.0.0.1:9/v1", "is not an http(s) URL with a host"),
+        ("http://127.0.0.1:port/v1", "is not a URL"),
+    ],
+)
+def test_a_base_url_the_openai_client_cannot_use_is_one_line_at_start(
+    url: str, says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It was taken, and every episode failed with NotFoundError (a query string is dropped by the
+    client) without a word of why."""
+    one_line_error(
+        capsys, ["eval", "--model", "m", "--base-url", url, "--tasks", "smoke"], "--base-url", says
+    )
+    one_line_error(capsys, ["check", "--base-url", url, "--served-model", "m"], "--base-url", says)

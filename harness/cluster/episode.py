@@ -156,7 +156,9 @@ def run_episode(
 
     from harness.results.store import RunStore
     from harness.rollout import Pending, Rollout, run_attempts
+    from harness.tasks.harbor_config import allow_host_vars
 
+    allow_host_vars(config.sandbox.task_env)  # this worker process runs this run's episodes only
     scratch = SCRATCH / run_id / uuid.uuid4().hex[:12]  # two tries of one episode never meet
     arms, runtime = _parts(config, run_id, SCRATCH / run_id)
     store = RunStore(scratch)

@@ -23,6 +23,7 @@ from harness.monitor.loops import (
 )
 from harness.monitor.records import ToolCall, Turn
 from harness.monitor.stalls import StallConfig, StallDetector, StallFinding, detect_stall
+from harness.monitor.tamper import TamperFinding, tamper_findings
 
 __all__ = [
     "FormatCategory",
@@ -35,6 +36,7 @@ __all__ = [
     "StallConfig",
     "StallDetector",
     "StallFinding",
+    "TamperFinding",
     "ToolCall",
     "ToolSchemas",
     "Turn",
@@ -43,5 +45,6 @@ __all__ = [
     "detect_loops",
     "detect_stall",
     "find_markup",
+    "tamper_findings",
     "validate_turn",
 ]

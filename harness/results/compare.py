@@ -101,6 +101,8 @@ class Comparison(BaseModel):
     loop_rates: dict[str, RateChange]
     # episodes whose varied attempts kept getting the same failure back (not loops; not in loop_rate)
     stall_rate: RateChange | None = None
+    # episodes with a tamper finding (evidence for the reader beside the score change, never a score)
+    tamper_rate: RateChange | None = None
     format_errors_per_turn: dict[str, RateChange]
     power: Power
     notes: list[str]
@@ -318,6 +320,7 @@ def compare(
             for k in sorted(set(ea["loop_kind"].dropna()) | set(eb["loop_kind"].dropna()))
         },
         stall_rate=_change(ea["stalled"].mean(), eb["stalled"].mean()),
+        tamper_rate=_change(ea["tampered"].mean(), eb["tampered"].mean()),
         format_errors_per_turn=_format_changes(ea, eb),
         power=paired_power(
             paired_spread(da[da["task_id"].isin(common)], db[db["task_id"].isin(common)]),

@@ -14,7 +14,6 @@ from pathlib import Path
 from harness._text import markup
 from harness.errors import HarnessError
 from harness.progress import console
-from harness.results.run_files import read_run_file
 from harness.results.store import RunStore
 from harness.runtime.export_caps import ExportLimits, check_tree
 from harness.tasks import Task, load_tasks, prepare_workspace
@@ -141,15 +140,9 @@ def _patch_from_start(task: Task, final: Path) -> str:
 
 
 def export_preds(run_dir: Path, out: Path, model: str | None = None) -> int:
-    manifest_path = run_dir / "run.json"
-    if not manifest_path.is_file():
-        raise HarnessError(f"{run_dir}: no run.json; give a harness eval run directory")
-    try:
-        manifest = json.loads(read_run_file(manifest_path))
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
-        raise HarnessError(f"{manifest_path}: not valid JSON ({exc}); restore it from the run") from None
-    if not isinstance(manifest, dict):
-        raise HarnessError(f"{manifest_path}: expected a JSON object (the run's manifest)")
+    from harness.results.runs import read_manifest
+
+    manifest = read_manifest(run_dir)  # one line for what is wrong with it
     source = manifest.get("tasks_source") or manifest.get("suite", "")
     # SWE-bench instances are image tasks; their starting repository is on this machine all the same.
     tasks = {

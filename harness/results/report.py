@@ -339,8 +339,45 @@ def _markdown(
             if r.stall
         ]
         parts.append("")
+    parts += _tamper_section(run)
     parts += ["## Manifest", "", *manifest_markdown(run.manifest), ""]
     return "\n".join(parts)
+
+
+def _tamper_section(run: RunData) -> list[str]:
+    """Tamper findings: the rate per model (a MODEL@SCAFFOLD label is one arm: per scaffold too)
+    and each episode's first finding. Evidence beside the scores, which verification alone decides."""
+    records = run.records()
+    tampered = [r for r in records if r.tamper]
+    if not tampered:
+        return []
+    parts = [
+        "## Tamper findings",
+        "",
+        "Calls that touched what grading relies on (tests, pytest configuration, plugin metadata, "
+        "bytecode, start-up hooks, reward files, PATH shadows). Evidence for the reader, never a score: "
+        "an honest agent that adds a test is here too.",
+        "",
+    ]
+    models = sorted({r.model for r in records})
+    for model in models:
+        mine = [r for r in records if r.model == model]
+        hits = [r for r in mine if r.tamper]
+        solved = sum(1 for r in hits if (r.reward or 0) >= 1)
+        parts.append(
+            f"- {model}: {len(hits)}/{len(mine)} episodes ({100 * len(hits) / len(mine):.0f}%), "
+            f"{solved} of them resolved"
+        )
+    parts.append("")
+    for r in tampered:
+        first = r.tamper[0]
+        more = f" (+{len(r.tamper) - 1} more)" if len(r.tamper) > 1 else ""
+        parts.append(
+            f"- `{episode_id(r)}` turn {first.turn}: {first.target} `{first.path}`{more} "
+            f"(`harness show {run.root} {episode_id(r)}`)"
+        )
+    parts.append("")
+    return parts
 
 
 def _episode_views(run: RunData) -> list[EpisodeView]:

@@ -4,6 +4,7 @@ Aggregation, comparison and reports all start here, so that a corrupted line, a 
 an unverified reward is noticed once and carried along as a warning instead of becoming a number.
 """
 
+import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +17,7 @@ from pydantic import TypeAdapter, ValidationError
 from harness.errors import HarnessError
 from harness.results._gc import gc_paused
 from harness.results.run_files import MAX_LINE_BYTES, read_run_file, run_lines
-from harness.results.store import EpisodeRecord
+from harness.results.store import EpisodeRecord, RunManifest
 from harness.results.timeline import Timeline, load_timeline
 from harness.tasks.selection import TaskSelection, select_ids
 
@@ -137,9 +138,30 @@ def _manifest(root: Path) -> dict[str, Any]:
         raise HarnessError(
             f"{path}: not valid JSON ({type(exc).__name__}); restore it from the run"
         ) from None
+    except ValueError as exc:  # an integer past Python's 4,300 digits
+        raise HarnessError(f"{path}: unreadable ({str(exc)[:80]}); restore it from the run") from None
     if not isinstance(data, dict):
         raise HarnessError(f"{path}: expected a JSON object")
+    _check_fields(path, data)
     return data
+
+
+@functools.cache
+def _field_types() -> dict[str, TypeAdapter[Any]]:
+    return {name: TypeAdapter(f.annotation) for name, f in RunManifest.model_fields.items()}
+
+
+def _check_fields(path: Path, data: dict[str, Any]) -> None:
+    """Each field run.json has is of the type its readers take (RunManifest's); one line naming
+    the first that is not. Fields it lacks are an older run's, unknown, and fine."""
+    for name, adapter in _field_types().items():
+        if name in data:
+            try:
+                adapter.validate_python(data[name])
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                where = ".".join(str(p) for p in (name, *err["loc"]))
+                raise HarnessError(f"{path}: {where}: {err['msg']}; restore it from the run") from None
 
 
 def _read_records(path: Path, warnings: list[str], bad: list[str]) -> list[EpisodeRecord]:
@@ -206,6 +228,7 @@ def _latest(records: list[EpisodeRecord]) -> tuple[list[EpisodeRecord], pd.DataF
     frame["loop_kind"] = [loop.kind.value if loop else None for loop in loops]
     frame["loop_start"] = [loop.start_turn if loop else None for loop in loops]
     frame["stalled"] = [r.__dict__["stall"] is not None for r in latest]
+    frame["tampered"] = [bool(r.__dict__["tamper"]) for r in latest]
     frame["tokens"] = frame["prompt_tokens"] + frame["completion_tokens"]
     return latest, frame
 

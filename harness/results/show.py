@@ -93,6 +93,8 @@ def episodes_table(run: RunData, records: list[EpisodeRecord], matched: int | No
         loop = f"{r.loop.kind.value} @ turn {r.loop.start_turn}" if r.loop else "-"
         if r.stall is not None:
             loop += f"\n(stall @ turn {r.stall.start_turn}, x{r.stall.repeats})"
+        if r.tamper:
+            loop += f"\n(tamper @ turn {r.tamper[0].turn}, x{len(r.tamper)})"
         t.add_row(
             markup(episode_id(r)),
             r.status,
@@ -193,6 +195,16 @@ def episode_renderables(view: EpisodeView, *, show_all: bool = False) -> list[Re
                     f"{s.attempts} different attempts: {s.unit}"
                 ),
                 style="yellow",
+            )
+        )
+    if r.tamper:
+        items.append(
+            Text(
+                clean(
+                    f"tamper ({len(r.tamper)}; evidence, not a score: verification decides):\n"
+                    + "\n".join(f"  turn {f.turn}: {f.target}: {f.path}: {f.command}" for f in r.tamper)
+                ),
+                style="magenta",
             )
         )
     turns = view.turns

@@ -22,8 +22,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.errors import HarnessError
-from harness.monitor import LoopFinding, StallFinding, Turn
+from harness.monitor import LoopFinding, StallFinding, TamperFinding, Turn
 from harness.paths import absolute
+from harness.results.masking import mask_text
 from harness.results.run_files import read_run_file, run_lines
 from harness.results.run_lock import lock_run_dir
 from harness.tasks.steps import StepResult
@@ -67,6 +68,12 @@ class EpisodeRecord(BaseModel):
         None,
         description="Varied attempts that kept getting the same failure back: reported, never a loop "
         "(not in the loop rate, never stopped an episode).",
+    )
+    tamper: list[TamperFinding] = Field(
+        [],
+        description="The agent's calls that touched what grading relies on (tests, pytest's configuration, "
+        "plugin metadata, bytecode, start-up hooks, reward and verifier paths, PATH shadows): evidence for "
+        "the reader, never a score (harness/monitor/tamper.py).",
     )
     prompt_tokens: int
     completion_tokens: int
@@ -255,7 +262,7 @@ class RunStore:
 
     def append(self, record: EpisodeRecord) -> None:
         """Append one record and fsync: an interrupted machine loses no finished episode."""
-        line = record.model_dump_json() + "\n"
+        line = mask_text(record.model_dump_json()) + "\n"
         with self._lock, self.episodes_path.open("a+b") as fh:
             # A line torn by a kill or a full disk would swallow this record: start a new line.
             if fh.seek(0, os.SEEK_END):
@@ -300,7 +307,7 @@ class RunStore:
 
     def write_trajectory(self, path: Path, turns: list[Turn]) -> str:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(t.model_dump_json() + "\n" for t in turns))
+        path.write_text(mask_text("".join(t.model_dump_json() + "\n" for t in turns)))
         return str(path.relative_to(self.root))
 
 

@@ -68,6 +68,12 @@ class SandboxConfig(BaseModel):
         "clone of each repository; the README says what differs).",
         json_schema_extra={"flag": "swebench-images", "metavar": "NAMESPACE"},
     )
+    task_env: tuple[str, ...] = Field(
+        (),
+        description="VAR: a task's ${VAR} may take this machine's value of VAR (repeatable); a task that asks "
+        "for any other (without a default) is refused, and the named values are masked in the run's files.",
+        json_schema_extra={"flag": "task-env", "metavar": "VAR"},
+    )
     export_max_gib: float = Field(
         1.0,
         gt=0,

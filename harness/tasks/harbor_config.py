@@ -21,7 +21,11 @@ Only ``harbor.models.task`` is imported (pydantic, toml, pathspec); the ``harbor
 other ~95 dependencies are never needed, so ``pip install --no-deps harbor`` is enough (README).
 """
 
+import contextlib
+import os
+import re
 import warnings
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -350,15 +354,73 @@ def _verifier_mode(cfg: Any) -> Any:
 def check_env(toml: Path, field: str, env: dict[str, str]) -> None:
     """Every ``${VAR}`` of an env table can be resolved here (set, or with a default)."""
     try:
-        resolve_env(env)
+        resolve_env(env, allowed=frozenset(os.environ))  # resolvable here; whether allowed: at run start
     except ValueError as exc:
         raise HarborRefused(f"{toml}: {field}: {exc}: set it, or write ${{VAR:-default}}") from None
 
 
-def resolve_env(env: dict[str, str]) -> dict[str, str]:
-    """An env table with ``${VAR}`` / ``${VAR:-default}`` taken from this machine, as Harbor does."""
-    if not env:
-        return {}
-    from harbor.utils.env import resolve_env_vars
+# The variables of this machine a task's ``${VAR}`` may be given (``--task-env VAR``), for the
+# duration of a run (host_vars_allowed); none outside one.
+_allowed: frozenset[str] = frozenset()
+_TEMPLATE = re.compile(r"\$\{([^}:]+)(?::-(.*))?\}")  # Harbor's: a whole value, with an optional default
 
-    return dict(resolve_env_vars(dict(env)))
+
+def allowed_host_vars() -> frozenset[str]:
+    """The host variables tasks may be given now (masking reads their values)."""
+    return _allowed
+
+
+def allow_host_vars(names: Iterable[str]) -> None:
+    """From now on in this process (a Ray worker: one run's episodes), as host_vars_allowed."""
+    global _allowed
+    _allowed = frozenset(names)
+
+
+@contextlib.contextmanager
+def host_vars_allowed(names: Iterable[str]) -> Iterator[None]:
+    """Within the block, a task's ``${VAR}`` takes this machine's value only for ``names``; any
+    other with a default gets its default, and one without is refused (resolve_env)."""
+    global _allowed
+    before, _allowed = _allowed, frozenset(names)
+    try:
+        yield
+    finally:
+        _allowed = before
+
+
+def host_vars(env: dict[str, str]) -> list[tuple[str, str, bool]]:
+    """(key, variable, has a default) of each ``${VAR}`` template of an env table."""
+    out = []
+    for key, value in env.items():
+        if (m := _TEMPLATE.fullmatch(str(value))) is not None:
+            out.append((key, m.group(1), m.group(2) is not None))
+    return out
+
+
+def resolve_env(env: dict[str, str], allowed: frozenset[str] | None = None) -> dict[str, str]:
+    """An env table with ``${VAR}`` / ``${VAR:-default}`` resolved as Harbor does, except that a
+    variable of this machine is read only when allowed (``allowed``, else the run's --task-env
+    names): a downloaded task must not copy any host variable (an API key) into the agent's
+    container unasked. ValueError names a variable it cannot have."""
+    names = allowed if allowed is not None else _allowed
+    resolved: dict[str, str] = {}
+    for key, value in (env or {}).items():
+        m = _TEMPLATE.fullmatch(str(value))
+        if m is None:
+            resolved[key] = value
+            continue
+        var, default = m.group(1), m.group(2)
+        if var not in names:
+            if default is None:
+                raise ValueError(
+                    f"{key} = ${{{var}}} asks for this machine's {var}: pass it with --task-env {var} "
+                    "(its value is then masked in the run's files), or give the task a default"
+                )
+            resolved[key] = default
+        elif var in os.environ:
+            resolved[key] = os.environ[var]
+        elif default is not None:
+            resolved[key] = default
+        else:
+            raise ValueError(f"Environment variable '{var}' not found in host environment")
+    return resolved

@@ -14,6 +14,7 @@ reason (``Suite.skipped``). A task directory given on its own still errors.
 import math
 import re
 import tomllib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -492,3 +493,28 @@ def load_tasks(
     (``load_suite`` then ``select_tasks``: unreadable ones listed, image tasks as ``images`` says)."""
     suite = load_suite(suite_or_path, images=images, swebench_images=swebench_images)
     return select_tasks(suite, suite_or_path, skip_unsupported=skip_unsupported, images=images)
+
+
+def unnamed_host_var(tasks: list[Task], names: Iterable[str]) -> str | None:
+    """The one-line refusal for the first task whose env tables take a variable of this machine
+    that ``--task-env`` does not name (and that has no default); None when there is none."""
+    from harness.tasks.harbor_config import host_vars
+
+    allowed = set(names)
+    for task in tasks:
+        tables = [("[verifier] env", task.verifier_env), ("[solution] env", task.solution_env)]
+        if task.harbor is not None:
+            tables += [
+                ("[environment] env", task.harbor.env),
+                ("[verifier.environment] env", task.harbor.verifier_env),
+            ]
+        tables += [(f"step {step.name!r} [verifier] env", step.verifier_env) for step in task.steps]
+        for field, env in tables:
+            for key, var, has_default in host_vars(env):
+                if var not in allowed and not has_default:
+                    return (
+                        f"{task.path / 'task.toml'}: {field}: {key} = ${{{var}}} asks for this machine's {var}: "
+                        f"pass it with --task-env {var} if the task may have it (its value is then masked in "
+                        "the run's files), or leave the task out"
+                    )
+    return None

@@ -22,8 +22,8 @@ from pydantic import BaseModel, ConfigDict
 
 from harness._signals import Stopped, stop_message, stop_on_signals
 from harness.errors import HarnessError
-from harness.tasks.harbor_config import StepSpec
-from harness.tasks.loader import Skipped, Task, load_suite, select_tasks
+from harness.tasks.harbor_config import StepSpec, host_vars_allowed
+from harness.tasks.loader import Skipped, Task, load_suite, select_tasks, unnamed_host_var
 from harness.tasks.selection import narrow
 from harness.tasks.steps import run_steps, verdict
 from harness.tasks.verify import VerifyResult, kill_running_tests
@@ -251,11 +251,15 @@ def verify_suite(
     )
     suite = narrow(suite, task, limit, where=suite_or_path)
     tasks = select_tasks(suite, suite_or_path, skip_unsupported=skip_unsupported, images=rt.name == "docker")
+    allowed = (sandbox or _default_sandbox()).task_env
+    if (refused := unnamed_host_var(tasks, allowed)) is not None:
+        raise HarnessError(refused)
     start = time.monotonic()
     stop, caught, stopped = threading.Event(), list[int](), list[int]()
     try:
         with (
             stop_on_signals(stop, caught),
+            host_vars_allowed(allowed),
             tempfile.TemporaryDirectory(
                 prefix="harness-verify-",
                 ignore_cleanup_errors=True,  # a stopped check may still write there
