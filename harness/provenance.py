@@ -110,20 +110,57 @@ def secret_name(name: str) -> bool:
     return any(word.endswith(_SECRET_ENDS) for word in re.split(r"[-_.]", name.lower().lstrip("-")))
 
 
+def _secret_flag(flag: str) -> bool:
+    """Whether vLLM (argparse, which takes any unambiguous prefix of a flag) could read ``flag``
+    as a secret-named one: ``--api-key`` and its abbreviations ``--api-ke``, ``--hf-tok``."""
+    if not flag.startswith("--"):
+        return False
+    last = re.split(r"[-_.]", flag.lower().lstrip("-"))[-1]
+    return secret_name(flag) or (len(last) >= 2 and any(end.startswith(last) for end in _SECRET_ENDS))
+
+
+def _scrub_json(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _HIDDEN if secret_name(str(k)) else _scrub_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrub_json(v) for v in value]
+    if isinstance(value, str):
+        return _scrub_value(value)
+    return value
+
+
+def _scrub_value(value: str) -> str:
+    """A flag's value without the secrets inside it: a JSON object's secret-named keys, a URL's
+    credentials and query values."""
+    text = value.strip()
+    if text[:1] in ("{", "["):
+        try:
+            return json.dumps(_scrub_json(json.loads(text)), separators=(",", ":"))
+        except (ValueError, RecursionError):
+            return value
+    if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", text) and ("@" in text or "?" in text or "#" in text):
+        return scrub_url(text)
+    return value
+
+
 def scrub_argv(argv: list[str] | tuple[str, ...]) -> list[str]:
-    """``argv`` with the value of every secret-named flag replaced (``--hf-token T``, ``--api-key=K``)."""
+    """``argv`` with every secret replaced, as vLLM would parse it: the value of a secret-named
+    flag (``--hf-token T``, ``--api-key=K``, an abbreviation ``--api-ke K``) and the secrets
+    inside any value (a JSON object's secret-named keys, a URL's credentials and query)."""
     out: list[str] = []
     hide = False
     for arg in argv:
-        flag, eq, _ = arg.partition("=")
+        flag, eq, rest = arg.partition("=")
         if hide:
             out.append(_HIDDEN)
             hide = False
-        elif arg.startswith("-") and secret_name(flag):
+        elif arg.startswith("-") and _secret_flag(flag):
             out.append(f"{flag}={_HIDDEN}" if eq else arg)
             hide = not eq
+        elif arg.startswith("--") and eq:
+            out.append(f"{flag}={_scrub_value(rest)}")
         else:
-            out.append(arg)
+            out.append(_scrub_value(arg))
     return out
 
 

@@ -8,6 +8,7 @@ import tarfile
 from pathlib import Path
 
 from harness.resume import tree
+from harness.runtime.export_caps import ExportLimits
 
 
 def test_a_file_grown_after_the_walk_is_cut_at_the_size_the_walk_saw(tmp_path: Path) -> None:
@@ -50,3 +51,67 @@ def test_a_path_swapped_since_the_walk_is_left_out_not_read_through(tmp_path: Pa
             if member.isreg():
                 assert b"not the workspace" not in tar.extractfile(member).read()  # type: ignore[union-attr]
     assert os.path.islink(ws / "d")
+
+
+def _restore(tmp_path: Path, tar_name: str, limits: ExportLimits | None = None) -> Path:
+    from harness.resume.files import LocalFiles
+
+    ws = tmp_path / "ws"
+    ws.mkdir(exist_ok=True)
+    LocalFiles(ws, limits).restore(tmp_path / "ckpt", [tar_name], None)
+    return ws
+
+
+def _used_bytes(root: Path) -> int:
+    return sum(os.lstat(os.path.join(p, f)).st_blocks * 512 for p, _, fs in os.walk(root) for f in fs)
+
+
+def test_a_restore_refuses_a_sparse_member_instead_of_writing_its_declared_size(tmp_path: Path) -> None:
+    """A 10 KB generation whose member is a GNU sparse file of 4 GiB was written out at 4 GiB."""
+    import subprocess
+
+    import pytest
+
+    from harness.resume.files import CheckpointUnusable
+
+    src, ckpt = tmp_path / "src", tmp_path / "ckpt"
+    src.mkdir()
+    ckpt.mkdir()
+    with (src / "big").open("wb") as f:
+        f.truncate(4 << 30)
+    subprocess.run(["tar", "-cSf", str(ckpt / "gen.tar"), "-C", str(src), "big"], check=True)
+    assert (ckpt / "gen.tar").stat().st_size < 100_000
+    with pytest.raises(CheckpointUnusable, match="'big' is a sparse file"):
+        _restore(tmp_path, "gen.tar")
+    assert _used_bytes(tmp_path / "ws") < 1 << 20
+
+
+def test_a_restore_refuses_special_members_names_outside_the_checkpoint_and_sizes_past_the_caps(
+    tmp_path: Path,
+) -> None:
+    import pytest
+
+    from harness.resume.files import CheckpointUnusable
+    from harness.runtime.export_caps import ExportLimits
+
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    with tarfile.open(ckpt / "fifo.tar", "w") as tar:
+        fifo = tarfile.TarInfo("pipe")
+        fifo.type = tarfile.FIFOTYPE
+        tar.addfile(fifo)
+    with pytest.raises(CheckpointUnusable, match="'pipe' is a device, pipe or other special file"):
+        _restore(tmp_path, "fifo.tar")
+    (tmp_path / "outside.tar").write_bytes((ckpt / "fifo.tar").read_bytes())
+    for name in ("../outside.tar", str(tmp_path / "outside.tar"), ".."):
+        with pytest.raises(CheckpointUnusable, match="not a file of the checkpoint"):
+            _restore(tmp_path, name)
+    with tarfile.open(ckpt / "big.tar", "w") as tar:
+        for i in range(3):
+            info = tarfile.TarInfo(f"f{i}")
+            info.size = 600
+            tar.addfile(info, io.BytesIO(b"x" * 600))
+    with pytest.raises(CheckpointUnusable, match="declare more than the export caps"):
+        _restore(tmp_path, "big.tar", ExportLimits(max_bytes=1000))
+    assert not (tmp_path / "ws" / "f2").exists()
+    assert (_restore(tmp_path, "big.tar", ExportLimits(max_bytes=1800)) / "f2").read_bytes() == b"x" * 600

@@ -322,6 +322,23 @@ def test_machine_facts_name_the_gpus_driver_and_cuda_from_nvml(monkeypatch: pyte
     assert "2 x NVIDIA H100 80GB HBM3, driver 580.65.06, CUDA 13.0" in line
 
 
+def test_secrets_vllm_would_parse_from_abbreviations_json_and_urls_never_reach_the_manifest() -> None:
+    """vLLM's argparse takes an unambiguous prefix (``--api-ke`` is ``--api-key``); a secret also
+    hides inside a JSON value or a URL given to some other flag. Each kept its value before."""
+    argv = [
+        "vllm", "--api-ke", SECRET, f"--hf-tok={SECRET}",
+        "--hf-overrides", json.dumps({"auth": {"api_key": SECRET}, "n": 1}),
+        f"--model-loader-extra-config={json.dumps({'token': SECRET})}",
+        "--download-dir", f"https://bob:{SECRET}@mirror.example.com/x?sig={SECRET}",
+        "--ssl-keyfile", "/k.pem", "--max-model-len", "2048", "--port", "8000",
+    ]  # fmt: skip
+    scrubbed = provenance.scrub_argv(argv)
+    assert SECRET not in " ".join(scrubbed), scrubbed
+    assert scrubbed[1:4] == ["--api-ke", "***", "--hf-tok=***"]
+    assert json.loads(scrubbed[5]) == {"auth": {"api_key": "***"}, "n": 1}
+    assert scrubbed[-6:] == argv[-6:]
+
+
 def test_secret_flags_and_url_credentials_never_reach_the_manifest() -> None:
     """Any flag whose name says secret (key, token, secret, password) has its value hidden, in
     both spellings; flags that only look alike (a tokenizer, a token count) stay readable. A server

@@ -407,3 +407,77 @@ def test_a_streamed_answer_is_recorded_before_the_agent_sees_its_end(tmp_path: P
             endpoint.release()
             assert len(endpoint.watch.turns) == 1
             assert [r.kind for r in read_records(tmp_path / f"{i}.jsonl")] == ["exchange", "turn"]
+
+
+def test_episode_names_from_paths_and_headers_never_collapse_into_one() -> None:
+    """``..`` (a path's ``%2e%2e`` once decoded), ``.``, ``.hidden`` and ``a b`` were made safe by
+    stripping and replacing, which mapped several names onto one episode (``..`` and ``.`` both
+    ``episode``, ``.hidden`` onto ``hidden``): each is its own now, and a safe name stays itself."""
+    from harness.proxy.standalone import episode_name
+
+    names = ["..", ".", "...", ".hidden", "hidden", "a b", "a_b", "a/b", "x" * 150, "x" * 151, "episode"]
+    made = [episode_name(n) for n in names]
+    assert len(set(made)) == len(names), dict(zip(names, made, strict=True))
+    assert (
+        episode_name("hidden") == "hidden"
+        and episode_name("a_b") == "a_b"
+        and episode_name("t-1.2") == "t-1.2"
+    )
+    for m in made:
+        assert m and not m.startswith(".") and "/" not in m and len(m) <= 100 and m == episode_name(m)
+
+
+def test_a_body_past_the_cap_is_413_a_slow_body_408_and_unfinished_connections_are_closed(
+    tmp_path: Path,
+) -> None:
+    """The proxy took any body (one of 600 MB: 2.8 GB of memory and a 601 MB record) and kept a
+    connection that never finished its headers open for ever (3,200 of them)."""
+    script = ReplayScript(model="scripted", responses=[ScriptedResponse(content="ok", finish_reason="stop")])
+    config = ProxyConfig(max_body_bytes=64 << 10, body_timeout_s=1.0, header_timeout_s=1.0)
+    with (
+        ReplayServer(script, api_key=KEY) as replay,
+        serve_proxy(Upstream(replay.base_url, KEY), config) as proxy,
+    ):
+        endpoint = proxy.episode("m/task/seed1", record=tmp_path / "calls.jsonl")
+        url = f"{endpoint.openai_url}/chat/completions"
+        auth = {"Authorization": f"Bearer {endpoint.api_key}"}
+        big = json.dumps({"model": "scripted", "messages": [{"role": "user", "content": "x" * (70 << 10)}]})
+        said = httpx.post(url, content=big, headers=auth, timeout=30)
+        assert said.status_code == 413 and "over the proxy's 64 KiB limit" in said.text, said.text
+
+        def chunks():  # no Content-Length: the cap holds as the body arrives
+            for _ in range(8):
+                yield b"x" * (16 << 10)
+
+        assert httpx.post(url, content=chunks(), headers=auth, timeout=30).status_code == 413
+        small = {"model": "scripted", "messages": [{"role": "user", "content": "hi"}]}
+        assert httpx.post(url, json=small, headers=auth, timeout=30).status_code == 200
+        host, port = "127.0.0.1", int(endpoint.openai_url.split(":")[2].split("/")[0])
+
+        def closed_within(sock: socket.socket, seconds: float) -> bool:
+            sock.settimeout(seconds)
+            try:
+                data = sock.recv(65536)
+                while data and b"\r\n\r\n" not in data:
+                    data += sock.recv(65536)
+                return data == b"" or sock.recv(65536) == b""
+            except TimeoutError:
+                return False
+
+        partial = socket.create_connection((host, port))
+        partial.sendall(b"POST /x HTTP/1.1\r\nHost: a\r\n")  # headers never finished
+        assert closed_within(partial, 20), "an unfinished connection stayed open"
+        partial.close()
+        slow = socket.create_connection((host, port))
+        path = url.split(f":{port}", 1)[1]
+        slow.sendall(
+            f"POST {path} HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer {endpoint.api_key}\r\n"
+            "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{".encode()
+        )
+        slow.settimeout(20)
+        answer = slow.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+        slow.close()
+    recorded = read_records(tmp_path / "calls.jsonl")
+    assert [r.status for r in recorded if isinstance(r, Exchange)] == [200]  # nothing of the refused bodies
+    assert (tmp_path / "calls.jsonl").stat().st_size < 64 << 10

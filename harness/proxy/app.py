@@ -29,7 +29,6 @@ from typing import Any, Protocol
 
 import httpx
 import orjson
-from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
@@ -204,6 +203,47 @@ class ProxyApp:
             if response is not None:
                 await response(scope, receive, send)
 
+    async def _body(self, headers: dict[bytes, bytes], receive: Receive) -> bytes | Response:
+        """The request's body, or the error that answers it: 413 past ``max_body_bytes`` (by its
+        Content-Length before a byte is read, or as it arrives), 408 when it has not all come
+        within ``body_timeout_s``."""
+        cap = self.config.max_body_bytes
+        too_big = _error(
+            413,
+            f"the request body is over the proxy's {f'{cap >> 20} MiB' if cap >= 1 << 20 else f'{cap >> 10} KiB'} "
+            "limit (ProxyConfig.max_body_bytes)",
+            "RequestTooLarge",
+        )
+        declared = headers.get(b"content-length", b"").strip()
+        if declared.isdigit() and int(declared) > cap:
+            return too_big
+        chunks: list[bytes] = []
+        size = 0
+
+        async def read() -> bool:
+            nonlocal size
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return True
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > cap:
+                    return False
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    return True
+
+        try:
+            whole = await asyncio.wait_for(read(), self.config.body_timeout_s)
+        except TimeoutError:
+            return _error(
+                408,
+                f"the request body did not arrive within {self.config.body_timeout_s:g} s",
+                "RequestTimeout",
+            )
+        return b"".join(chunks) if whole else too_big
+
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
             message = await receive()
@@ -245,7 +285,9 @@ class ProxyApp:
                 405, f"{method} {path}: use {'GET' if what == 'models' else 'POST'}", "MethodNotAllowed"
             )
         at = time.time()
-        raw = b"" if what == "models" else await Request(scope, receive).body()
+        raw = b"" if what == "models" else await self._body(headers, receive)
+        if isinstance(raw, Response):
+            return raw
         body = None if what == "models" else _json(raw)
         named = headers.get(EPISODE_HEADER.encode())
         route = self._lookup(match[1], named.decode(errors="replace") if named else None, body)

@@ -145,3 +145,18 @@ class ProxyConfig(BaseModel):
     record_body_chars: int = Field(
         65_536, ge=0, description="A malformed upstream body is recorded up to this many characters."
     )
+    max_body_bytes: int = Field(
+        32 << 20,
+        ge=1024,
+        description="A request body past this many bytes is answered 413 unread (and not recorded): "
+        "a long agent conversation is a few MiB; this bounds the memory and the record one request takes.",
+    )
+    body_timeout_s: float = Field(
+        60.0, gt=0, description="A request's body must arrive within this many seconds: then 408."
+    )
+    header_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="A connection that has not sent a whole request's headers this many seconds after it "
+        "opened (or after its last answer) is closed: unfinished connections never pile up.",
+    )

@@ -84,4 +84,6 @@ def read_records(path: Path, *, full: bool = False) -> list[Exchange | TurnRecor
 
 def dumps(record: BaseModel) -> bytes:
     """One line of the file (JSON, no newline inside)."""
-    return record.model_dump_json().encode() + b"\n"
+    from harness.results.masking import mask_bytes
+
+    return mask_bytes(record.model_dump_json().encode()) + b"\n"

@@ -13,6 +13,7 @@ a request its previous attempt's agent still sends. The agent's key is the proxy
 the upstream's key stays in the proxy.
 """
 
+import asyncio
 import itertools
 import math
 import re
@@ -128,7 +129,7 @@ class Proxy:
                 access_log=False,
                 lifespan="on",
                 ws="none",
-                http="h11",
+                http=_header_deadline(self.config.header_timeout_s),
                 timeout_graceful_shutdown=math.ceil(self.config.shutdown_grace_s),
             )
         )
@@ -221,3 +222,40 @@ def serve_proxy(upstream: ModelEndpoint | None = None, config: ProxyConfig | Non
         yield proxy
     finally:
         proxy.stop()
+
+
+def _header_deadline(seconds: float) -> type:
+    """uvicorn's h11 protocol, closing a connection that has no request in progress ``seconds``
+    after it opened or after its last answer: uvicorn waits for ever on a connection that never
+    finishes its headers (3,200 such were all kept open), and its keep-alive timer stops at the
+    first byte of the next request."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class Protocol(H11Protocol):
+        _deadline: asyncio.TimerHandle | None = None
+
+        def _arm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+            self._deadline = self.loop.call_later(seconds, self._expire)
+
+        def _expire(self) -> None:
+            self._deadline = None
+            if self.cycle is None or self.cycle.response_complete:  # no request of its own under way
+                self.transport.close()
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+            super().connection_lost(exc)
+
+    return Protocol

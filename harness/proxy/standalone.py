@@ -23,6 +23,7 @@ its turns under ``trajectories/`` and every exchange in ``episodes/.../model_cal
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -82,8 +83,14 @@ class StandaloneConfig(BaseModel):
 
 
 def episode_name(text: str) -> str:
-    """A name a path, a header or the store can carry: letters, digits, ``._-``; no leading dot."""
-    return _NAME.sub("_", text).strip("_.")[:100] or "episode"
+    """A name a path, a header or the store can carry: letters, digits, ``._-``; no leading dot.
+    A name that is one already is kept; any other gets a digest of itself after what is left of
+    it, so two names never become one episode (``..``, ``.hidden`` and ``hidden`` stay three)."""
+    kept = _NAME.sub("_", text).strip("_.")[:100]
+    if kept == text and kept:
+        return kept
+    digest = hashlib.sha256(text.encode(errors="surrogatepass")).hexdigest()[:10]
+    return f"{kept[:80] or 'episode'}-{digest}"
 
 
 def _signature(messages: list[Any]) -> list[int]:

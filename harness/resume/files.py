@@ -72,8 +72,11 @@ DATA = "data"
 
 
 def _part(name: str) -> tuple[int, int] | None:
-    """``data@OFFSET+LENGTH``: where the part lies in the data file (None: a file of its own)."""
+    """``data@OFFSET+LENGTH``: where the part lies in the data file (None: a file of its own, in the
+    checkpoint's directory: a journal's name that reaches anywhere else is refused)."""
     if not name.startswith(f"{DATA}@"):
+        if not name or "/" in name or "\0" in name or name in (".", ".."):
+            raise CheckpointUnusable(f"a part name that is not a file of the checkpoint: {name[:80]!r}")
         return None
     offset, _, length = name.removeprefix(f"{DATA}@").partition("+")
     try:
@@ -165,9 +168,26 @@ def _clean(path: str) -> str:
     return path[2:] if path.startswith("./") else path
 
 
-def merged_tar(root: Path, tars: list[str], final: dict[str, str] | None, out: Path) -> None:
+def _refused(member: tarfile.TarInfo) -> str | None:
+    """Why a generation's member is not put back: a checkpoint holds regular files, directories
+    and links, and a sparse member would be written at its full declared size."""
+    if member.issparse():
+        return "a sparse file"
+    if not (member.isreg() or member.isdir() or member.issym() or member.islnk()):
+        return "a device, pipe or other special file"
+    return None
+
+
+def merged_tar(
+    root: Path, tars: list[str], final: dict[str, str] | None, out: Path, limits: ExportLimits | None = None
+) -> None:
     """One tar of every path the checkpoint has (``final``; None: every one the generations hold),
-    each from the latest generation that holds it, directories first."""
+    each from the latest generation that holds it, directories first. CheckpointUnusable for a
+    member that is not a regular file, directory or link, and when the members' declared sizes or
+    their number pass the export caps (``limits``): restoring must never write more than an
+    episode may export."""
+    caps = limits or ExportLimits()
+    total = count = 0
     latest: dict[str, int] = {}
     for i, name in enumerate(tars):
         try:
@@ -186,6 +206,15 @@ def merged_tar(root: Path, tars: list[str], final: dict[str, str] | None, out: P
                     if latest.get(_clean(m.name)) == i and (final is None or _clean(m.name) in final)
                 ]
                 for member in sorted(members, key=lambda m: (not m.isdir(), m.name)):
+                    if (why := _refused(member)) is not None:
+                        raise CheckpointUnusable(f"{name}: {member.name[:80]!r} is {why}")
+                    total += member.size if member.isreg() else 0
+                    count += 1
+                    if total > caps.max_bytes or count > caps.max_files:
+                        raise CheckpointUnusable(
+                            f"{name}: its files declare more than the export caps ({caps.max_bytes} bytes, "
+                            f"{caps.max_files} entries)"
+                        )
                     member.name = _clean(member.name)
                     merged.addfile(member, tar.extractfile(member) if member.isreg() else None)
 
@@ -238,7 +267,7 @@ class LocalFiles:
         final = read_paths(root, paths) if paths is not None else None
         with tempfile.TemporaryDirectory(prefix="harness-restore-") as tmp:
             merged = Path(tmp) / "merged.tar"
-            merged_tar(root, tars, final, merged)
+            merged_tar(root, tars, final, merged, self.limits)
             if final is not None:
                 present = self._walk()
                 # deepest first: a directory's contents before the directory
@@ -351,7 +380,7 @@ class SandboxFiles:
         with tempfile.TemporaryDirectory(prefix="harness-restore-") as tmp:
             stage = Path(tmp) / "stage"
             stage.mkdir()
-            merged_tar(root, tars, final, stage / "merged.tar")
+            merged_tar(root, tars, final, stage / "merged.tar", self.limits)
             if final is not None:
                 (stage / "keep").write_bytes(tree.listing_of(final))
             self.sandbox.copy_in(stage, _OUT)
