@@ -47,23 +47,21 @@ def test_a_weak_task_is_flagged_with_the_cheat_that_passes_it(tmp_path: Path) ->
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("suite", ["smoke", "medium", "pybugs"])
-def test_the_built_in_suites_hold_against_every_cheat_locally(suite: str) -> None:
-    done = run_harness("tasks", "audit", suite, "--runtime", "local", "--concurrency", "2", "--json")
+@pytest.mark.parametrize(("suite", "limit"), [("smoke", "3"), ("medium", "2"), ("pybugs", "3")])
+def test_the_built_in_suites_hold_against_every_cheat_locally(suite: str, limit: str) -> None:
+    """A sample of each suite (every task of all three: `harness tasks audit SUITE`, measured in
+    bench/tasks_audit.py and the issue's note; 3.6 minutes here for the 31 tasks)."""
+    done = run_harness(
+        "tasks", "audit", suite, "--runtime", "local", "--limit", limit, "--concurrency", "2", "--json"
+    )
     report = json.loads(done.stdout)
-    passed = {a["task_id"]: [r for r in a["results"] if r["outcome"] != "held"] for a in report["audits"]}
-    assert done.returncode == 0, {k: v for k, v in passed.items() if any(r["outcome"] == "passed" for r in v)}
-    assert not any(r["outcome"] == "error" for v in passed.values() for r in v), passed
-    # stale-bytecode and always-equal apply to every built-in task (each has Python modules)
-    assert (
-        all(
-            r["outcome"] == "held"
-            for a in report["audits"]
-            for r in a["results"]
-            if r["cheat"] in ("stale-bytecode", "always-equal")
-        )
-        or suite == "smoke"
-    ), passed
+    assert len(report["audits"]) == int(limit)
+    outcomes = {a["task_id"]: {r["cheat"]: r["outcome"] for r in a["results"]} for a in report["audits"]}
+    assert done.returncode == 0, outcomes
+    assert all(o in ("held", "n/a") for row in outcomes.values() for o in row.values()), outcomes
+    # every task with a Python module meets the two cheats the guard and harness_checks stop
+    python_tasks = [t for t, row in outcomes.items() if row["always-equal"] != "n/a"]
+    assert python_tasks and all(outcomes[t]["stale-bytecode"] == "held" for t in python_tasks), outcomes
 
 
 def test_an_unknown_cheat_is_one_line(tmp_path: Path) -> None:
@@ -71,3 +69,29 @@ def test_an_unknown_cheat_is_one_line(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "--cheat nope: no such cheat; one of: nothing, delete-tests" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_harbor_task_is_audited_with_its_own_tests_and_its_shared_mode_door_named(tmp_path: Path) -> None:
+    """Harbor tasks are verified as Harbor verifies them, in the agent's sandbox with the task's
+    own test command (shared mode): the harness does not choose its runner, so a pytest plugin in
+    the workspace's metadata is loaded there and passes the fixture, as in Harbor itself. The audit
+    says so; the cheats that need a Python module in the workspace do not apply to it."""
+    done = run_harness(
+        "tasks",
+        "audit",
+        str(REPO / "tests" / "data" / "harbor" / "hello-app"),
+        "--runtime",
+        "local",
+        "--json",
+    )
+    (audit,) = json.loads(done.stdout)["audits"]
+    outcomes = {r["cheat"]: r["outcome"] for r in audit["results"]}
+    assert done.returncode == 1 and [c for c, o in outcomes.items() if o == "passed"] == ["pytest-plugin"], (
+        outcomes
+    )
+    assert {c for c, o in outcomes.items() if o == "n/a"} == {
+        "reward-file",
+        "stale-bytecode",
+        "exit-at-import",
+        "always-equal",
+    }

@@ -170,6 +170,17 @@ def prebuilt_image(
     return ref
 
 
+# Podman's build cache lookup reads every image's top layer; an image removed meanwhile (another
+# build's intermediate, `runtime prune`, another run's cleanup) fails the lookup with "layer not
+# known" although nothing is wrong with this build. The same build again succeeds.
+_RACE_TRIES = 3
+
+
+def engine_race(error: str) -> bool:
+    """Whether a build failed on the engine's own storage race, not on the Dockerfile."""
+    return "layer not known" in error
+
+
 def build_task_image(
     client: "docker.DockerClient",
     task: Task,
@@ -196,9 +207,12 @@ def build_task_image(
         tag = _tag(task, context)
         if _has(client, tag):
             return tag
-        log, error = _build(
-            client, context, dockerfile.name, tag, task.harbor.build_timeout_s if task.harbor else None
-        )
+        for _ in range(_RACE_TRIES):
+            log, error = _build(
+                client, context, dockerfile.name, tag, task.harbor.build_timeout_s if task.harbor else None
+            )
+            if not engine_race(error):
+                break
     if error or not _has(client, tag):
         missing = [b for b in base_images(rewritten) if is_image_reference(b) and not _has(client, b)]
         hint = (
