@@ -41,6 +41,7 @@ from harness.eval_config import EvalConfig, ExecutorConfig, build_eval_config
 from harness.executor import Executor
 from harness.paths import absolute
 from harness.progress import console, progress_bar
+from harness.results.masking import mask_run
 from harness.results.seeds import seed_statement
 from harness.results.store import EpisodeRecord, RunStore
 from harness.resume import Drain, graceful_stop_words
@@ -50,7 +51,6 @@ from harness.runtime.select import make_runtime
 from harness.seam import ModelEndpoint
 from harness.server.endpoint import group_by_server, share_servers
 from harness.tasks import Task, load_suite, select_tasks
-from harness.results.masking import mask_run
 from harness.tasks.harbor_config import host_vars_allowed
 from harness.tasks.loader import check_source, unnamed_host_var
 from harness.tasks.selection import narrow

@@ -152,10 +152,8 @@ def _call_findings(turn: int, call: ToolCall) -> Iterable[TamperFinding]:
     for written, segment in _written(command):
         if (target := classify(written, segment)) is not None:
             yield TamperFinding(turn=turn, target=target, path=written, command=shown)
-    if _COMPILE.search(command):
-        yield TamperFinding(
-            turn=turn, target="bytecode", path=_COMPILE.search(command).group(0), command=shown
-        )  # type: ignore[union-attr]
+    if (compiled := _COMPILE.search(command)) is not None:
+        yield TamperFinding(turn=turn, target="bytecode", path=compiled.group(0), command=shown)
     for m in _PATH_EXPORT.finditer(command):
         yield TamperFinding(turn=turn, target="PATH shadow", path=f"PATH={m.group(1)}", command=shown)
     for m in _ALIAS.finditer(command):

@@ -148,7 +148,8 @@ def _manifest(root: Path) -> dict[str, Any]:
 
 @functools.cache
 def _field_types() -> dict[str, TypeAdapter[Any]]:
-    return {name: TypeAdapter(f.annotation) for name, f in RunManifest.model_fields.items()}
+    fields = RunManifest.model_fields.items()
+    return {name: TypeAdapter(f.annotation) for name, f in fields if f.annotation is not None}
 
 
 def _check_fields(path: Path, data: dict[str, Any]) -> None:

@@ -37,12 +37,14 @@ def _fake(value: object, where: str, depth: int) -> str | None:
     if depth > _MAX_DEPTH:
         return f"{where}: nested deeper than {_MAX_DEPTH}"
     if kind in _SEQUENCES:
-        for i, item in enumerate(value):  # type: ignore[call-overload]
+        assert isinstance(value, list | tuple | set | frozenset)
+        for i, item in enumerate(value):
             if (found := _fake(item, f"{where}[{i}]", depth + 1)) is not None:
                 return found
         return None
     if kind is dict:
-        for n, (key, item) in enumerate(value.items()):  # type: ignore[attr-defined]
+        assert isinstance(value, dict)
+        for n, (key, item) in enumerate(value.items()):
             # no repr of a key before it is known to be plain: a fake one's repr is its own code
             if (found := _fake(key, f"{where}'s key #{n + 1}", depth + 1)) is not None:
                 return found

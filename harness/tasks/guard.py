@@ -282,7 +282,7 @@ def _no_workspace_bytecode(dirs: list[str]) -> None:
     anywhere = machinery.FileFinder.path_hook(ext, src, pyc)
     workspace = machinery.FileFinder.path_hook(ext, src)
 
-    def hook(path: str) -> object:
+    def hook(path: str):  # type: ignore[no-untyped-def]
         return (workspace if _in(path or os.getcwd(), dirs) else anywhere)(path)
 
     for i, found in enumerate(sys.path_hooks):
