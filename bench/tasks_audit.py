@@ -35,7 +35,9 @@ def main() -> None:
         )
         verify_s.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        audited = audit_suite(args.suite, runtime=args.runtime, sandbox=SandboxConfig(), concurrency=args.concurrency)
+        audited = audit_suite(
+            args.suite, runtime=args.runtime, sandbox=SandboxConfig(), concurrency=args.concurrency
+        )
         audit_s.append(time.perf_counter() - t0)
         tasks, cheats, passable = len(audited.audits), len(audited.cheats), len(audited.passable)
         assert checked.valid, "tasks verify failed: the suite is broken"

@@ -150,14 +150,21 @@ def test_environment_env_templates_resolve_here_and_never_appear_in_the_output(
     # a host value the task may have only when named: GREETING keeps its default although set here
     env = {**WIDE, "HARNESS_TEST_TOKEN": secret, "HARNESS_TEST_GREETING": "from-the-host"}
     named = ("--task-env", "HARNESS_TEST_TOKEN")
-    done = run_harness("tasks", "verify", str(task), "--runtime", "docker", *MAP, *named, timeout=300, env=env)
+    done = run_harness(
+        "tasks", "verify", str(task), "--runtime", "docker", *MAP, *named, timeout=300, env=env
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert secret not in done.stdout + done.stderr
     unnamed = run_harness("tasks", "verify", str(task), "--runtime", "docker", *MAP, timeout=120, env=env)
     lines = unnamed.stderr.strip().splitlines()
     assert unnamed.returncode == 2 and len(lines) == 1, unnamed.stderr
-    assert "API_TOKEN = ${HARNESS_TEST_TOKEN} asks for this machine's HARNESS_TEST_TOKEN: pass it with --task-env" in lines[0]
-    missing = run_harness("tasks", "verify", str(task), "--runtime", "docker", *MAP, *named, timeout=120, env=WIDE)
+    assert (
+        "API_TOKEN = ${HARNESS_TEST_TOKEN} asks for this machine's HARNESS_TEST_TOKEN: pass it with --task-env"
+        in lines[0]
+    )
+    missing = run_harness(
+        "tasks", "verify", str(task), "--runtime", "docker", *MAP, *named, timeout=120, env=WIDE
+    )
     lines = missing.stderr.strip().splitlines()
     assert missing.returncode == 2 and len(lines) == 1, missing.stderr
     assert "[environment] env: Environment variable 'HARNESS_TEST_TOKEN' not found" in lines[0]
