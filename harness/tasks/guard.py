@@ -21,7 +21,7 @@ The harness copies this file next to a ``guard.conf`` into a directory the teste
   exit status 0 in a pytest run are failures, each with a ``[harness-guard]`` line on stderr that
   the harness reads as tampering (the episode scores 0 whatever the test script then does);
 - ``harness_checks`` (checks.py, in ``lib/`` beside this file) is importable by the tests;
-- nothing the workspace supplies besides its source is loaded: no bytecode (compiled files are
+- no bytecode and no plugin metadata the workspace supplies are loaded (compiled files are
   read from and written to a private prefix, ``-X pycache_prefix``, and a sourceless ``.pyc`` in
   the workspace is not importable: a fix compiled and its source put back imports the source), and
   no pytest plugin from distribution metadata in the workspace (plugin auto-loading is off; the
@@ -34,8 +34,10 @@ The harness copies this file next to a ``guard.conf`` into a directory the teste
 Residual risk, said plainly: the tested code runs inside the runner's process, so code written to
 attack this harness specifically can still win: read the nonce and the mark's descriptor from the
 interpreter's memory (``gc``, frames) and write a forged mark, patch pytest's reporting in memory,
-or print fake results to a log that a log-graded task trusts. What this stops is the generic
-tricks that end or redirect a test runner, and those that need a file outside the workspace.
+or print fake results to a log that a log-graded task trusts. A compiled extension module
+(``.so``) in the workspace is still imported: repositories build theirs in place. What this
+stops is the generic tricks that end or redirect a test runner, and those that need a file
+outside the workspace.
 """
 
 import os
