@@ -81,3 +81,32 @@ def test_a_fake_key_s_own_repr_is_never_called() -> None:
 
     with pytest.raises(AssertionError, match="key #1"):
         plain({Loud(1): 1})
+
+
+def test_a_container_subclass_that_overrides_nothing_counts_as_its_base_and_one_that_does_not_fails() -> None:
+    """A NamedTuple (a task's RestockLine, Token) compares as the tuple it is; a subclass with its
+    own __eq__, __iter__ or __len__, or a Counter (its own comparisons), is refused as before."""
+    from collections import Counter
+    from typing import NamedTuple
+
+    class Line(NamedTuple):
+        sku: str
+        short: int
+
+    class Liar(NamedTuple):
+        sku: str
+
+        def __eq__(self, other: object) -> bool:  # type: ignore[override]
+            return True
+
+        __hash__ = tuple.__hash__
+
+    class Shorter(list[int]):
+        def __len__(self) -> int:
+            return 0
+
+    assert plain([Line("a", 1)]) == [("a", 1)]
+    for fake in (Liar("x"), Shorter([1]), Counter(a=1), [Line("a", AlwaysEqual(1))]):  # type: ignore[arg-type]
+        with pytest.raises(AssertionError, match="not a built-in value"):
+            plain(fake)
+    assert plain(dict(Counter(a=1))) == {"a": 1}  # what a test does with a Counter

@@ -3,7 +3,9 @@
 The guarded runner (guard.py) puts this file on the tests' path as ``harness_checks``. In a test,
 ``plain(x)`` returns ``x`` unchanged when it is made only of built-in values (the exact built-in
 types, no subclass, in any nesting of lists, tuples, dicts and sets; also the exact standard
-dates, times, decimals and fractions), and fails the test otherwise::
+dates, times, decimals and fractions; a container subclass that overrides none of its
+comparisons, truth, length, membership or access, such as a NamedTuple, counts as its base), and
+fails the test otherwise::
 
     from harness_checks import plain
 
@@ -27,6 +29,30 @@ _SCALARS = frozenset(
 )
 _SEQUENCES = frozenset({list, tuple, set, frozenset})
 _MAX_DEPTH = 100  # deeper nesting is refused rather than followed (a self-referencing list)
+# What a container's comparisons, truth and membership are made of: a subclass that defines none of
+# these itself (a NamedTuple, a plain subclass) behaves as its built-in base.
+_BEHAVIOUR = (
+    "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__", "__bool__", "__len__",
+    "__contains__", "__iter__", "__getitem__", "keys", "items", "values",
+)  # fmt: skip
+
+
+def _as_builtin(kind: type) -> type | None:
+    """The built-in container ``kind`` behaves as: itself, or the base of a subclass that
+    overrides nothing of _BEHAVIOUR (looked up as the interpreter does, along the MRO, with the
+    plain metaclass); None for anything else."""
+    if kind in _SEQUENCES or kind is dict:
+        return kind
+    if type(kind) is not type:
+        return None
+    base = next((b for b in (tuple, list, dict, set, frozenset) if issubclass(kind, b)), None)
+    if base is None:
+        return None
+    for name in _BEHAVIOUR:
+        owner = next((k for k in kind.__mro__ if name in k.__dict__), None)
+        if owner not in (None, base, object):
+            return None
+    return base
 
 
 def _fake(value: object, where: str, depth: int) -> str | None:
@@ -36,6 +62,7 @@ def _fake(value: object, where: str, depth: int) -> str | None:
         return None
     if depth > _MAX_DEPTH:
         return f"{where}: nested deeper than {_MAX_DEPTH}"
+    kind = _as_builtin(kind) or kind
     if kind in _SEQUENCES:
         assert isinstance(value, list | tuple | set | frozenset)
         for i, item in enumerate(value):

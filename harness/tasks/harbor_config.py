@@ -353,10 +353,12 @@ def _verifier_mode(cfg: Any) -> Any:
 
 def check_env(toml: Path, field: str, env: dict[str, str]) -> None:
     """Every ``${VAR}`` of an env table can be resolved here (set, or with a default)."""
-    try:
-        resolve_env(env, allowed=frozenset(os.environ))  # resolvable here; whether allowed: at run start
-    except ValueError as exc:
-        raise HarborRefused(f"{toml}: {field}: {exc}: set it, or write ${{VAR:-default}}") from None
+    for _key, var, has_default in host_vars(env):  # resolvable here; whether allowed: at run start
+        if not has_default and var not in os.environ:
+            raise HarborRefused(
+                f"{toml}: {field}: Environment variable '{var}' not found in host environment: set it, "
+                "or write ${VAR:-default}"
+            )
 
 
 # The variables of this machine a task's ``${VAR}`` may be given (``--task-env VAR``), for the

@@ -15,5 +15,6 @@ def test_case_and_punctuation():
 
 
 def test_quotes_and_empty():
-    assert plain(word_counts('"Hi," she said; "hi!"')) == {"hi": 2, "she": 1, "said": 1}
-    assert plain(word_counts("")) == {}
+    # a Counter is a fine answer: its items are compared as a plain dict
+    assert plain(dict(word_counts('"Hi," she said; "hi!"'))) == {"hi": 2, "she": 1, "said": 1}
+    assert plain(dict(word_counts(""))) == {}

@@ -78,4 +78,4 @@ def test_run_all_respects_fifo():
     s.submit(Job("setup", 1, action=record, payload={"item": "setup"}))
     assert plain(s.run_all()) == ["setup", 0, 1, 2, 3, 4]
     assert plain(ran) == ["setup", 0, 1, 2, 3, 4]
-    assert len(s) == 0 and not plain(s)
+    assert plain(len(s)) == 0 and not s

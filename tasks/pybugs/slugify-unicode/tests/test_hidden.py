@@ -64,7 +64,7 @@ def test_max_length_never_leaves_trailing_dash():
 def test_output_alphabet():
     slug = slugify("Ça va?  Très   bien — merci! (Ünïcödé) 2024")
     assert plain(slug) == "ca-va-tres-bien-merci-unicode-2024"
-    assert plain(re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", slug))
+    assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", plain(slug))
 
 
 def test_post_uses_fixed_slug():
