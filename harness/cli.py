@@ -515,21 +515,26 @@ def cmd_eval(args: argparse.Namespace) -> int:
 VERIFY_FIELDS = frozenset({"task", "limit", "runtime", "skip_unsupported", "concurrency", "sandbox"})
 
 
-def cmd_tasks_verify(args: argparse.Namespace) -> int:
+def _suite_check_args(args: argparse.Namespace) -> dict[str, Any]:
+    """What ``tasks verify`` and ``tasks audit`` take of the eval flags (and the [eval] table)."""
     from harness.evaluate import EvalConfig, build_eval_config
-    from harness.tasks.oracle import verify_suite
 
     flags = {k: v for k, v in config_values(args, EvalConfig).items() if k in VERIFY_FIELDS}
-    config = build_eval_config({**flags, "models": ("tasks-verify",)})  # models: unused here
-    report = verify_suite(
-        args.suite,
-        runtime=config.runtime,
-        sandbox=config.sandbox,
-        skip_unsupported=config.skip_unsupported,
-        concurrency=config.fixed_concurrency(),
-        task=config.task,
-        limit=config.limit,
-    )
+    config = build_eval_config({**flags, "models": ("tasks-check",)})  # models: unused here
+    return {
+        "runtime": config.runtime,
+        "sandbox": config.sandbox,
+        "skip_unsupported": config.skip_unsupported,
+        "concurrency": config.fixed_concurrency(),
+        "task": config.task,
+        "limit": config.limit,
+    }
+
+
+def cmd_tasks_verify(args: argparse.Namespace) -> int:
+    from harness.tasks.oracle import verify_suite
+
+    report = verify_suite(args.suite, **_suite_check_args(args))
     t = Table(title=f"tasks verify {escape(args.suite)} ({report.runtime} runtime)")
     for col in ("task", "reference solution", "untouched workspace", "detail"):
         t.add_column(col, overflow="fold")
@@ -562,21 +567,10 @@ def cmd_tasks_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_tasks_audit(args: argparse.Namespace) -> int:
-    from harness.evaluate import EvalConfig, build_eval_config
     from harness.tasks.audit import audit_suite
 
-    flags = {k: v for k, v in config_values(args, EvalConfig).items() if k in VERIFY_FIELDS}
-    config = build_eval_config({**flags, "models": ("tasks-audit",)})  # models: unused here
     report = audit_suite(
-        args.suite,
-        runtime=config.runtime,
-        sandbox=config.sandbox,
-        skip_unsupported=config.skip_unsupported,
-        concurrency=config.fixed_concurrency(),
-        task=config.task,
-        limit=config.limit,
-        cheat=tuple(args.cheat or ()),
-        progress=not args.json,
+        args.suite, **_suite_check_args(args), cheat=tuple(args.cheat or ()), progress=not args.json
     )
     if args.json:
         print(report.model_dump_json(indent=2))
