@@ -3,9 +3,8 @@
 A pytest plugin (tests/conftest.py loads it), off unless asked for (it samples the process table
 from a thread, which costs a little CPU): ``HARNESS_SUITE_PROFILE=PATH pytest ...`` (an environment
 variable, not a flag: the suite runs pytest itself in task directories, where a flag of ours would be
-unknown). For each test it writes
-one JSON line to PATH (node id, file, seconds for setup + call + teardown, outcome, and the processes
-first seen while it ran, counted by kind) and prints two tables at the end: seconds by file and by
+unknown). For each test it writes one JSON line to PATH (node id, file, seconds for setup + call +
+teardown, outcome, its wall-clock start and end and its xdist worker, and the processes first seen while it ran, counted by kind) and prints two tables at the end: seconds by file and by
 component. A test's component is the most expensive kind it started (vLLM > Ray > container > SSH >
 browser > CLI subprocess > other subprocess > none); the seconds it spent in ``time.sleep`` on its
 own thread are counted too (polling loops included: the waiting a test does on its own).
@@ -122,7 +121,7 @@ class SuiteProfile:
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
         self.sampler.begin()
         self.slept = 0.0
-        t0 = time.monotonic()
+        t0, wall0 = time.monotonic(), time.time()
         outcome = {"value": "passed"}
         item.stash[_OUTCOME] = outcome
         yield
@@ -138,6 +137,10 @@ class SuiteProfile:
             "started": dict(started),
             "slept_s": round(self.slept, 3),
             "markers": sorted({m.name for m in item.iter_markers()} - {"timeout", "parametrize"}),
+            # wall clock and worker: a failure lined up with what the other worker ran meanwhile
+            "start": round(wall0, 2),
+            "end": round(time.time(), 2),
+            "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
         }
         self.rows.append(row)
         with self.path.open("a") as f:
