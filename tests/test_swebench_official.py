@@ -71,3 +71,30 @@ def test_pulled_from_the_registry_and_graded_resolved_with_gold_unresolved_untou
     assert "swebench: FAIL_TO_PASS 2/2, PASS_TO_PASS 40/40 passed: resolved" in check.reference.output_tail
     assert "FAIL_TO_PASS 0/2" in check.untouched.output_tail and "unresolved" in check.untouched.output_tail
     assert f"pulled {ref}" in capfd.readouterr().err
+
+
+def test_the_instance_holds_against_the_forging_cheats_in_its_official_image(
+    official: tuple[Path, str, str],
+) -> None:
+    """`tasks audit` on the real instance, graded by swebench's own eval script in the pulled image:
+    the fix compiled to bytecode with the buggy source put back, a pytest plugin in workspace
+    metadata and always-equal return values each leave it unresolved (FAIL_TO_PASS fails; sympy's
+    own runner, bin/test, is the one the eval script calls). The other cheats: the local sample
+    in tests/test_tasks_audit.py."""
+    from harness.runtime.base import SandboxConfig
+    from harness.tasks.audit import audit_suite
+
+    one, namespace, _ = official
+    report = audit_suite(
+        str(one),
+        runtime="docker",
+        sandbox=SandboxConfig(swebench_images=namespace),
+        cheat=("stale-bytecode", "pytest-plugin", "always-equal"),
+    )
+    (audit,) = report.audits
+    outcomes = {r.cheat: (r.outcome, r.detail) for r in audit.results}
+    assert {c: o for c, (o, _) in outcomes.items()} == {
+        "stale-bytecode": "held",
+        "pytest-plugin": "held",
+        "always-equal": "held",
+    }, outcomes

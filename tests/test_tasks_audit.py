@@ -64,6 +64,40 @@ def test_the_built_in_suites_hold_against_every_cheat_locally(suite: str, limit:
     assert python_tasks and all(outcomes[t]["stale-bytecode"] == "held" for t in python_tasks), outcomes
 
 
+def grep_task(root: Path) -> Path:
+    """A task whose test greps the program's output only for the closing line the instruction
+    quotes, never for the sum it asks for."""
+    task = root / "grep" / "sum-report"
+    (task / "environment" / "workspace").mkdir(parents=True)
+    (task / "tests").mkdir()
+    (task / "solution").mkdir()
+    (task / "instruction.md").write_text(
+        "Make `python3 report.py` print the sum of the numbers in data.txt, then `report complete`.\n"
+    )
+    (task / "environment" / "workspace" / "data.txt").write_text("4\n5\n6\n")
+    (task / "environment" / "workspace" / "report.py").write_text("print('total: 0')\n")
+    (task / "tests" / "test.sh").write_text(
+        '#!/usr/bin/env bash\ncd "$WORKSPACE"\n"${PYTHON:-python3}" report.py | grep -qx "report complete"\n'
+    )
+    (task / "solution" / "solve.sh").write_text(
+        "#!/usr/bin/env bash\ncat > report.py <<'EOF'\nprint(sum(int(x) for x in open('data.txt')))\nprint('report complete')\nEOF\n"
+    )
+    return task.parent
+
+
+def test_a_test_that_greps_output_for_a_quoted_line_is_passed_by_echoing_it(tmp_path: Path) -> None:
+    """The echo-expected cheat prints what the instruction (and any visible test) quotes and passes it;
+    the task is valid (its reference passes, its untouched workspace fails). A test that greps for
+    the sum itself, which no instruction quotes, holds (tests/test_tasks_audit.py's built-in runs)."""
+    suite = grep_task(tmp_path)
+    assert run_harness("tasks", "verify", str(suite), "--runtime", "local").returncode == 0
+    done = run_harness(
+        "tasks", "audit", str(suite), "--runtime", "local", "--cheat", "echo-expected", "--json"
+    )
+    (audit,) = json.loads(done.stdout)["audits"]
+    assert done.returncode == 1 and audit["results"][0]["outcome"] == "passed", audit
+
+
 def test_an_unknown_cheat_is_one_line(tmp_path: Path) -> None:
     done = run_harness("tasks", "audit", "smoke", "--runtime", "local", "--cheat", "nope")
     assert done.returncode == 2
@@ -94,4 +128,5 @@ def test_a_harbor_task_is_audited_with_its_own_tests_and_its_shared_mode_door_na
         "stale-bytecode",
         "exit-at-import",
         "always-equal",
+        "echo-expected",
     }

@@ -47,17 +47,23 @@ def _tar_of(src: Path, owner: tuple[int, int], under: str = "") -> bytes:
 
 
 def tar_tree(
-    parts: "list[tuple[Path | None, str, tuple[int, int]]]", skip: "frozenset[str] | set[str]" = frozenset()
+    parts: "list[tuple[Path | None, str, tuple[int, int]]]",
+    skip: "frozenset[str] | set[str]" = frozenset(),
+    *,
+    no_bytecode: bool = False,
 ) -> bytes:
     """One tar of several directories, to extract at ``/``: each part is (a directory whose contents
     go there, or None for an empty one; its path relative to ``/``; the owner of it and of all it
     holds). Parent directories come first (root's, 0755); no entry is writable by group or others
-    or keeps a set-id bit; names in ``skip`` are left out with all below them."""
+    or keeps a set-id bit; names in ``skip`` are left out with all below them. ``no_bytecode``:
+    ``__pycache__`` directories and ``.pyc``/``.pyo`` files left out too (what a patch carries)."""
     buf = io.BytesIO()
     made: set[str] = set()
 
     def clean(info: tarfile.TarInfo, owner: tuple[int, int]) -> tarfile.TarInfo | None:
         if info.name in skip or any(info.name.startswith(s + "/") for s in skip):
+            return None
+        if no_bytecode and (info.name.endswith((".pyc", ".pyo")) or "__pycache__" in info.name.split("/")):
             return None
         info.uid, info.gid = owner
         info.uname = info.gname = ""

@@ -154,6 +154,9 @@ def _run_as_root(
             (task.tests_dir, f"{stage.strip('/')}/tests", (0, 0)),
         ],
         skip={f"{stage.strip('/')}/ws/.git"} if keep else frozenset(),
+        # SWE-bench grades a patch on a clean image, and a patch carries no bytecode: a fix
+        # compiled, its buggy source put back, must not pass here where it fails there.
+        no_bytecode=is_swebench(task),
     )
     if not container.put_archive("/", data):
         raise RuntimeError(f"could not copy the workspace and tests into {container.name}")

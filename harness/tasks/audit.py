@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from harness.runtime.base import EpisodeSandbox, Runtime, SandboxConfig
 
 _CHEAT_TIMEOUT_S = 120.0
+_INSTRUCTION_CAP = 64_000  # characters: one environment value stays under Linux's 128 KiB
 
 Outcome = Literal["held", "passed", "n/a", "error"]
 
@@ -83,6 +84,8 @@ def _cheat_env(outside: bool, python: str | None) -> dict[str, str]:
 
 def play(cheat: Cheat, task: Task, sandbox: "EpisodeSandbox", env: dict[str, str]) -> CheatResult:
     """``cheat`` in ``sandbox`` as the agent, then the task's verification as an episode's."""
+    # what the agent reads, for the cheats that mine it (echo-expected); an argument's size at most
+    env = {**env, "HARNESS_AUDIT_INSTRUCTION": sandbox.instruction()[:_INSTRUCTION_CAP]}
     done = sandbox.exec(cheat.script, cwd=sandbox.workdir, env=env, timeout=_CHEAT_TIMEOUT_S)
     if done.exit_code == NOT_APPLICABLE:
         return CheatResult(cheat=cheat.name, outcome="n/a", detail=_tail(done.output) or "nothing to act on")
@@ -94,7 +97,12 @@ def play(cheat: Cheat, task: Task, sandbox: "EpisodeSandbox", env: dict[str, str
         applied, output = sandbox.run_solution()
         if not applied:
             return CheatResult(cheat=cheat.name, outcome="n/a", detail=f"solve.sh failed: {_tail(output)}")
-        done = sandbox.exec(cheat.around_solution, cwd=sandbox.workdir, env=env, timeout=_CHEAT_TIMEOUT_S)
+        # The reference ran as root (as Harbor's oracle runs it): the files of the fix are root's,
+        # where an agent's own fix would be its own. So what follows the fix runs as root too;
+        # it acts on the workspace only.
+        done = sandbox.exec(
+            cheat.around_solution, cwd=sandbox.workdir, env=env, timeout=_CHEAT_TIMEOUT_S, user="root"
+        )
         if done.exit_code == NOT_APPLICABLE:
             return CheatResult(
                 cheat=cheat.name, outcome="n/a", detail=_tail(done.output) or "nothing to act on"
@@ -122,7 +130,8 @@ def audit_task(
     results: list[CheatResult] = []
     for cheat in cheats:
         try:
-            with sandboxes.open(runtime, task, work, f"audit-{cheat.name}") as sandbox:
+            # as the agent: a cheat can do only what an episode's agent could
+            with sandboxes.open(runtime, task, work, f"audit-{cheat.name}", agent=True) as sandbox:
                 results.append(play(cheat, task, sandbox, env))
         except _StopRequested:
             raise

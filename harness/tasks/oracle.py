@@ -81,13 +81,17 @@ class _OpenSandboxes:
         self._opening = 0
 
     @contextlib.contextmanager
-    def open(self, runtime: "Runtime", task: Task, work: Path, role: str) -> "Iterator[EpisodeSandbox]":
+    def open(
+        self, runtime: "Runtime", task: Task, work: Path, role: str, *, agent: bool = False
+    ) -> "Iterator[EpisodeSandbox]":
+        """``agent``: a sandbox fitted as an episode's (its working directory the agent's own), for
+        what plays the agent (an audit's cheats); a check's reference runs as the task's author."""
         with self._lock:
             if self.stop.is_set():
                 raise _StopRequested
             self._opening += 1
         try:
-            sandbox = runtime.open(task, work / task.id / role, f"verify/{task.id}/{role}", agent=False)
+            sandbox = runtime.open(task, work / task.id / role, f"verify/{task.id}/{role}", agent=agent)
         finally:
             with self._lock:
                 self._opening -= 1
