@@ -9,9 +9,11 @@ component. A test's component is the most expensive kind it started (vLLM > Ray 
 browser > CLI subprocess > other subprocess > none); the seconds it spent in ``time.sleep`` on its
 own thread are counted too (polling loops included: the waiting a test does on its own).
 
-Processes are seen by sampling, every 0.2 s, so one that lives shorter than that may be missed: a CLI
-run (an interpreter start and the imports) lives longer, a container's conmon lives as long as the
-container.
+A test is charged only with its own worker's descendants (a container's conmon, the engine's
+child, is charged to whichever test runs when it appears: under ``-n 2`` the other worker's
+containers may be counted too). Processes are seen by sampling, every 0.2 s, so one that lives
+shorter than that may be missed: a CLI run (an interpreter start and the imports) lives longer, a
+container's conmon lives as long as the container.
 """
 
 from __future__ import annotations
@@ -75,6 +77,10 @@ class Sampler:
             kind = kind_of(proc.info["name"] or "", proc.info["cmdline"] or [])
             if kind is None and proc.info["pid"] in children:
                 kind = "subprocess"
+            # Under pytest-xdist the other worker's processes appear too: only this worker's own
+            # descendants count, except a container's conmon (the engine's child, never ours).
+            if kind not in (None, "container") and proc.info["pid"] not in children:
+                kind = None
             if kind is not None:
                 with self.lock:
                     if self.current is not None:
