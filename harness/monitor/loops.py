@@ -29,6 +29,7 @@ from rapidfuzz.fuzz import ratio
 
 from harness.monitor.normalize import (
     canonical_and_gist,
+    exact_arguments,
     looks_failed,
     normalize_observation,
     normalize_text,
@@ -182,6 +183,7 @@ class _Step:
         "_observation",
         "_result",
         "_reworded",
+        "_shell_error",
         "action",
         "arguments",
         "error",
@@ -248,6 +250,11 @@ class _Step:
         # An edit: doing the same one again changes nothing the agent needs to see (or keeps
         # growing the file), whatever comes back.
         self.mutation = bool(canon) and all(_mutation(n, a) for n, a in canon)
+        if self.mutation:
+            # An edit's numbers say where it writes (a line, an offset): edits of other lines are
+            # other calls, however numbers are masked elsewhere (an edit/test alternation down a
+            # file, the test's error moving with it, read as a cycle).
+            self.action = " | ".join(f"{c.name}({exact_arguments(c.arguments)})" for c in calls)
         # An edit's text is what it does, prose or not: two edits that write different sentences are
         # different attempts (masking their prose made a thrash of doc edits look like a cycle).
         self.gist_text = "" if self.mutation else gist
@@ -259,6 +266,7 @@ class _Step:
         self._key: int | None = None
         self._reworded: int | None = None
         self._gist: int | None = None
+        self._shell_error: tuple[str, ...] | bool | None = False  # not yet read
 
     @property
     def observation(self) -> str:
@@ -306,6 +314,18 @@ class _Step:
         return self.head == other.head and self.gist == other.gist
 
     @property
+    def shell_error(self) -> tuple[str, ...] | None:
+        """The shell's own failure to run what it was given (``command not found``, a syntax
+        error), by kind, when that is all the observation says; None otherwise. The words the
+        shell names (the first word of a sentence run as a command) are left out: responses worded
+        differently come back with one signature."""
+        if self._shell_error is False:
+            self._shell_error = None
+            if self.ran and not self.mutation and self.raw_observation:
+                self._shell_error = _shell_error_kinds(self.raw_observation)
+        return self._shell_error  # type: ignore[return-value]
+
+    @property
     def failed(self) -> bool:
         """The tool reported an error, or the result reads as a failure (checked once, when needed)."""
         if self._failed is None:
@@ -322,6 +342,42 @@ _ANY_FAILURE = re.compile(
     r"|\b(?:fail(?:s|ed|ure)?|cannot|can't|unable|denied|invalid|not found|no such|refused)\b",
     re.I,
 )
+
+
+_SHELL_ERROR = re.compile(
+    r"^\s*(?:\S*/)?(?:ba|da|z|k)?sh:.*?(?P<kind>command not found|: not found$|syntax error"
+    r"|unexpected EOF|unexpected end of file)",
+    re.M,
+)
+_FOOTER = re.compile(r"^\s*(?:\[.*\]|exit code:? ?\d+|.*[$#]\s*)$", re.I)  # a scaffold's note, a prompt
+_SHELL_ERROR_MAX_LINES = 40
+_SHELL_ERROR_MAX_CHARS = 4_000
+
+
+def _shell_error_kinds(text: str) -> tuple[str, ...] | None:
+    """The kinds of shell errors in ``text`` in order, when they are all it says (notes and
+    prompts aside); None when it says anything else."""
+    if len(text) > _SHELL_ERROR_MAX_CHARS:  # a long output says more than a shell's refusal
+        return None
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines or len(lines) > _SHELL_ERROR_MAX_LINES:
+        return None
+    kinds: list[str] = []
+    for line in lines:
+        if (m := _SHELL_ERROR.match(line)) is not None:
+            kind = m.group("kind")
+            kind = (
+                "command not found"
+                if "not found" in kind
+                else "syntax error"
+                if kind == "syntax error"
+                else "unexpected end of input"
+            )
+            if kind not in kinds:
+                kinds.append(kind)
+        elif not _FOOTER.match(line) and not line.lstrip().startswith(("bash:", "sh:")):
+            return None
+    return tuple(kinds) or None
 
 
 def _echoes(step: _Step) -> bool:
@@ -434,6 +490,7 @@ class LoopDetector:
         self._cycle_run = 0  # consecutive turns equal (by gist) to the turn one period before
         self._write_run = 0  # the same edit (prose aside) in a row, whatever came back
         self._echo_run = 0  # one tool's calls with other arguments, the same result verbatim
+        self._shell_error_run = 0  # calls worded differently, the same shell error each time
         self._counter = "_run"  # the name of the run above that the finding counts (repeat kinds)
         self.finding: LoopFinding | None = None
 
@@ -473,6 +530,12 @@ class LoopDetector:
             and prev.raw_observation == step.raw_observation
             and _quiet_result(step.raw_observation)
             else int(echoes)
+        )
+        sig = step.shell_error
+        self._shell_error_run = (
+            self._shell_error_run + 1
+            if sig is not None and prev is not None and prev.shell_error == sig
+            else int(sig is not None)
         )
         failing = step.error or step.refused
         if not step.ran and (failing or step.reasoning_only or step.observation):
@@ -555,6 +618,16 @@ class LoopDetector:
                 unit,
                 turn.index,
                 f"the same failing call, the same result ({how})",
+            )
+        if self._shell_error_run >= cfg.repeat_error:
+            unit = f"{' | '.join(step.names)}(...) => {_short(turn.observation, 100)}"
+            return self._repeat(
+                LoopKind.repeat_error,
+                "_shell_error_run",
+                unit,
+                turn.index,
+                "responses the shell cannot run (wording aside), each answered with the same shell "
+                f"error ({', '.join(step.shell_error or ())})",
             )
         if not step.text_only and not step.error and self._run >= cfg.repeat_call:
             return self._repeat(

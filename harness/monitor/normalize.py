@@ -217,6 +217,23 @@ def canonical_and_gist(raw: str) -> tuple[str, str]:
     return _canonical_cached(raw) if len(raw) <= 4096 else _canonical(raw)
 
 
+@lru_cache(maxsize=8192)
+def exact_arguments(raw: str) -> str:
+    """Arguments as canonical JSON without the fields that vary with the model's mood, nothing
+    else masked: an edit's numbers say where it writes (``sed -i "910s/^/    /"``, an
+    ``insert_line``), so edits of other lines are other calls. Unparseable arguments stay raw."""
+    try:
+        args = orjson.loads(raw) if raw.strip() else {}
+    except orjson.JSONDecodeError:
+        return "raw:" + raw
+    if isinstance(args, dict):
+        args = {k: v for k, v in args.items() if k not in _VOLATILE_ARGS}
+    try:
+        return orjson.dumps(args, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:  # e.g. integers beyond 64 bits
+        return json.dumps(args, sort_keys=True, ensure_ascii=False)
+
+
 def _dumps(args: object) -> str:
     try:
         return normalize_text(orjson.dumps(args, option=orjson.OPT_SORT_KEYS).decode())
