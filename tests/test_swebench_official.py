@@ -73,6 +73,7 @@ def test_pulled_from_the_registry_and_graded_resolved_with_gold_unresolved_untou
     assert f"pulled {ref}" in capfd.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_instance_holds_against_the_forging_cheats_in_its_official_image(
     official: tuple[Path, str, str],
 ) -> None:
