@@ -25,6 +25,7 @@ from harness.errors import HarnessError
 from harness.monitor import ToolSchemas, Turn, detect_stall, tamper_findings, validate_turn
 from harness.progress import console
 from harness.proxy import Proxy, WatchConfig
+from harness.results.failures import failure_of
 from harness.results.store import EpisodeError, EpisodeRecord, RunStore
 from harness.resume import (
     CheckpointUnusable,
@@ -484,6 +485,8 @@ def record_episode(ctx: Rollout, done: Finished) -> EpisodeRecord:
             verified=status == "error",
             steps=done.steps,
         )
+        if rec.verified:  # an error is final: its cause now
+            rec = rec.model_copy(update={"failure": failure_of(rec)})
         store.append(rec)
         if status != "infra_error":  # final: its checkpoint is of no more use (an infra_error resumes)
             set_aside(store.episode_dir(item.label, task.id, seed))

@@ -16,6 +16,7 @@ from harness._text import markup
 from harness.episodes.faults import disk_full
 from harness.executor import ThreadExecutor
 from harness.progress import progress_bar
+from harness.results.failures import failure_of
 from harness.results.store import EpisodeError, EpisodeRecord, RunStore
 from harness.rollout import episode_key
 from harness.runtime.base import Runtime
@@ -91,7 +92,8 @@ def verified(rec: EpisodeRecord, task: Task, store: RunStore, runtime: Runtime) 
         update["error"] = EpisodeError(type="VerifyTampering", message=tampering[:2000])
     elif note and rec.error is None:
         update["error"] = EpisodeError(type="VerifyWorkspace", message=note)
-    return rec.model_copy(update=update)
+    done = rec.model_copy(update=update)
+    return done.model_copy(update={"failure": failure_of(done, output)})
 
 
 def verified_line(rec: EpisodeRecord, name_model: bool) -> str:

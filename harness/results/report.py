@@ -17,6 +17,7 @@ from harness.errors import HarnessError
 from harness.progress import console
 from harness.results.arms import scaffold_sentences
 from harness.results.episode_view import EpisodeView, TurnChecks, episode_id, load_episode
+from harness.results.failures import causes_markdown
 from harness.results.manifest import manifest_lines, manifest_markdown
 from harness.results.metrics import ModelMetrics, model_metrics, per_seed
 from harness.results.runs import RunData, load_run
@@ -339,6 +340,7 @@ def _markdown(
             if r.stall
         ]
         parts.append("")
+    parts += causes_markdown(run.records())
     parts += _tamper_section(run)
     parts += ["## Manifest", "", *manifest_markdown(run.manifest), ""]
     return "\n".join(parts)

@@ -17,6 +17,7 @@ from harness._text import clean, markup
 from harness.errors import HarnessError
 from harness.results.arms import run_arms
 from harness.results.episode_view import EpisodeView, episode_id, find_episode, load_episode
+from harness.results.failures import failure_of
 from harness.results.report import run_checks
 from harness.results.runs import RunData, load_run
 from harness.results.store import VERIFIER_LOG, EpisodeRecord, RunStore
@@ -95,6 +96,8 @@ def episodes_table(run: RunData, records: list[EpisodeRecord], matched: int | No
             loop += f"\n(stall @ turn {r.stall.start_turn}, x{r.stall.repeats})"
         if r.tamper:
             loop += f"\n(tamper @ turn {r.tamper[0].turn}, x{len(r.tamper)})"
+        if (failure := failure_of(r)) is not None:
+            loop += f"\n(why: {failure.cause.replace('_', ' ')})"
         t.add_row(
             markup(episode_id(r)),
             r.status,
@@ -197,6 +200,9 @@ def episode_renderables(view: EpisodeView, *, show_all: bool = False) -> list[Re
                 style="yellow",
             )
         )
+    if (failure := failure_of(r)) is not None:
+        why = failure.cause.replace("_", " ") + (f": {failure.detail}" if failure.detail else "")
+        items.append(Text(clean(f"why it failed: {why}"), style="yellow"))
     if r.tamper:
         items.append(
             Text(

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.errors import HarnessError
 from harness.monitor import LoopFinding, StallFinding, TamperFinding, Turn
+from harness.monitor.failure import Failure
 from harness.paths import absolute
 from harness.results.masking import mask_text
 from harness.results.run_files import read_run_file, run_lines
@@ -74,6 +75,12 @@ class EpisodeRecord(BaseModel):
         description="The agent's calls that touched what grading relies on (tests, pytest's configuration, "
         "plugin metadata, bytecode, start-up hooks, reward and verifier paths, PATH shadows): evidence for "
         "the reader, never a score (harness/monitor/tamper.py).",
+    )
+    failure: Failure | None = Field(
+        None,
+        description="Why an unresolved episode failed: its cause and the particulars (the failing tests, "
+        "the format error, the loop), by the precedence in harness/monitor/failure.py; set when it is "
+        "verified, None for a resolved or unscored one.",
     )
     prompt_tokens: int
     completion_tokens: int
