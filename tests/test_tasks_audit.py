@@ -6,6 +6,7 @@ slow tier)."""
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -96,6 +97,43 @@ def test_a_test_that_greps_output_for_a_quoted_line_is_passed_by_echoing_it(tmp_
     )
     (audit,) = json.loads(done.stdout)["audits"]
     assert done.returncode == 1 and audit["results"][0]["outcome"] == "passed", audit
+
+
+def harbor_module_task(root: Path) -> Path:
+    """A Harbor task whose tests import the module the agent fixes (shared mode: Harbor's test.sh)."""
+    task = root / "harbor" / "fix-mul"
+    (task / "environment").mkdir(parents=True)
+    (task / "tests").mkdir()
+    (task / "solution").mkdir()
+    # the tests on the interpreter the local audit compiles for (the harness's): bytecode of
+    # another version's tag would not be read in any case
+    (task / "task.toml").write_text(
+        f'version = "1.0"\n\n[verifier]\ntimeout_sec = 60.0\nenv = {{ TEST_PY = "{sys.executable}" }}\n'
+    )
+    (task / "instruction.md").write_text("Fix mul() in /app/calc.py.\n")
+    (task / "environment" / "Dockerfile").write_text("FROM python:3.12-slim\nWORKDIR /app\nCOPY calc.py ./\n")
+    (task / "environment" / "calc.py").write_text("def mul(a, b):\n    return a + b\n")
+    (task / "tests" / "test.sh").write_text(
+        "#!/bin/bash\ncd /app\n"
+        'if "$TEST_PY" -c "import calc, sys; sys.exit(0 if type(calc.mul(3, 4)) is int and calc.mul(3, 4) == 12 else 1)"; '
+        "then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n"
+    )
+    (task / "solution" / "solve.sh").write_text(
+        "#!/bin/bash\nprintf 'def mul(a, b):\\n    return a * b\\n' > /app/calc.py\n"
+    )
+    return task
+
+
+def test_stale_bytecode_holds_in_harbor_s_shared_mode(tmp_path: Path) -> None:
+    """Harbor's tests run in the agent's sandbox with their own command, but the harness gives them
+    a private bytecode prefix: a compiled fix with the buggy source put back is not imported."""
+    task = harbor_module_task(tmp_path)
+    assert run_harness("tasks", "verify", str(task), "--runtime", "local").returncode == 0
+    done = run_harness(
+        "tasks", "audit", str(task), "--runtime", "local", "--cheat", "stale-bytecode", "--json"
+    )
+    (audit,) = json.loads(done.stdout)["audits"]
+    assert done.returncode == 0 and audit["results"][0]["outcome"] == "held", audit
 
 
 def test_an_unknown_cheat_is_one_line(tmp_path: Path) -> None:

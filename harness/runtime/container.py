@@ -26,6 +26,7 @@ their episode still waits for verification in that very run).
 import contextlib
 import hashlib
 import os
+import secrets
 import shlex
 import shutil
 import tempfile
@@ -445,6 +446,9 @@ class ContainerSandbox:
             "TESTS_DIR": tests,
             "TEST_DIR": tests,  # Terminal-Bench's name for it
             "REWARD_FILE": f"{LOGS_DIR}/verifier/reward.txt",
+            # Bytecode from a private prefix, unguessable (the agent had this container): the
+            # workspace's __pycache__ is never read (harness/tasks/verify.py says why).
+            "PYTHONPYCACHEPREFIX": f"/tmp/harness-pycache-{secrets.token_hex(8)}",
         }
         # The tests' output (stdout and stderr in order) on stderr, then what they wrote in the
         # verifier's log directory as a tar on stdout: fetching that with the engine's archive

@@ -220,6 +220,10 @@ def _run_shared(task: Task, workspace: Path, timeout: float | None = None) -> Ve
                 "TESTS_DIR": str(tests),
                 "TEST_DIR": str(tests),  # Terminal-Bench's name for it
                 "REWARD_FILE": str(reward_file),
+                # Bytecode from a private prefix: the workspace's __pycache__ (a fix compiled, its
+                # buggy source put back) is never read. As far as shared mode can go: the task's
+                # own test command and plugins are Harbor's to choose.
+                "PYTHONPYCACHEPREFIX": str(tmp / "pycache"),
             },
         )
         reward, tail = score_tests(
