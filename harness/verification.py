@@ -92,7 +92,7 @@ def verified(rec: EpisodeRecord, task: Task, store: RunStore, runtime: Runtime) 
         update["error"] = EpisodeError(type="VerifyTampering", message=tampering[:2000])
     elif note and rec.error is None:
         update["error"] = EpisodeError(type="VerifyWorkspace", message=note)
-    done = rec.model_copy(update=update)
+    done = rec.model_copy(update={**update, "failure": None})  # decided again from this verification
     return done.model_copy(update={"failure": failure_of(done, output)})
 
 
