@@ -113,10 +113,10 @@ def test_replayed_episodes_are_recorded_with_their_cause_shown_and_counted_in_th
     """Smoke's three tasks in load order (one episode at a time): count-lines meets a context
     overflow (the server's 400), fix-add finishes untouched (its tests fail: the detail names the
     exception), hello-file answers in prose without a tool call."""
-    from harness.evaluate import EvalConfig, run_eval
-    from harness.replay import ReplayScript, ReplayServer, ScriptedCall, ScriptedResponse
+    from harness.replay import ScriptedCall, ScriptedResponse
     from harness.results.store import RunStore
     from tests.conftest import run_harness
+    from tests.test_eval_replay import evaluate
 
     script = [
         ScriptedResponse(status=400, error="This model's maximum context length is 2048 tokens."),
@@ -124,17 +124,7 @@ def test_replayed_episodes_are_recorded_with_their_cause_shown_and_counted_in_th
         ScriptedResponse(content="I would write the file with echo."),
     ]
     run = tmp_path / "run"
-    with ReplayServer(ReplayScript(model="scripted", responses=script)) as server:
-        run_eval(
-            EvalConfig(
-                runtime="local",
-                models=("scripted",),
-                tasks="smoke",
-                base_url=server.base_url,
-                run_dir=run,
-                concurrency=1,
-            )
-        )
+    evaluate(script, run)  # smoke, local, one episode at a time
     recs = {k[1]: r for k, r in RunStore(run).records().items()}
     causes = {t: (r.failure.cause if r.failure else None) for t, r in recs.items()}
     assert causes == {

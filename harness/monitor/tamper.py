@@ -142,7 +142,7 @@ def _written(command: str) -> Iterable[tuple[str, str, bool]]:
 _CREATING = frozenset({"create", "write"})  # an editor's verbs that make a file whole
 
 
-def _scratch_test(path: str, creating: bool, seen: str, own: set[str]) -> bool:
+def _scratch_test(path: str, creating: bool, seen: Sequence[str], own: set[str]) -> bool:
     """A test file the agent makes for itself (a reproduction script, ``test_issue.py``): a file
     named as a test, outside every test directory, never mentioned before this call (so not one
     that was there), made whole by this write; and later writes to one it made. Not what grading
@@ -154,14 +154,14 @@ def _scratch_test(path: str, creating: bool, seen: str, own: set[str]) -> bool:
     base = p.rsplit("/", 1)[-1]
     if not creating or not _TEST_FILE.match(base) or _TEST_PART.search(p) or base == "test.sh":
         return False
-    if base in seen:
+    if any(base in text for text in seen):  # read only for a candidate: rare
         return False
     own.add(p)
     return True
 
 
 def _call_findings(
-    turn: int, call: ToolCall, seen: str = "", own: set[str] | None = None
+    turn: int, call: ToolCall, seen: Sequence[str] = (), own: set[str] | None = None
 ) -> Iterable[TamperFinding]:
     try:
         args = json.loads(call.arguments) if call.arguments else {}
@@ -209,7 +209,7 @@ def tamper_findings(turns: Sequence[Turn]) -> list[TamperFinding]:
     own: set[str] = set()  # the scratch test files the agent made
     for turn in turns:
         for call in turn.tool_calls:
-            for f in _call_findings(turn.index, call, "\n".join(mentioned), own):
+            for f in _call_findings(turn.index, call, mentioned, own):
                 if (key := (f.turn, f.target, f.path)) not in keys:
                     keys.add(key)
                     found.append(f)
