@@ -256,3 +256,40 @@ def test_harness_replay_stops_within_seconds_with_a_request_in_flight(tmp_path: 
     # uvicorn re-raises SIGTERM after its shutdown (exit 143); Ctrl-C it ends quietly
     assert proc.returncode == (143 if signame == "SIGTERM" else 0), err
     assert "Traceback" not in err, err
+
+
+def test_an_idle_connection_outlives_a_client_pools_expiry() -> None:
+    """httpx drops a pooled connection after 5 s idle; a server that closes at 5 s too races with a
+    client reusing one at 4.99 s (uvicorn's default: a ReadError now and then). The server must hold
+    it longer: no EOF on the idle connection within 6 s. ~6 s."""
+    import http.client
+    import select
+
+    with ReplayServer(SCRIPT) as server:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        conn.request("GET", "/health")
+        assert conn.getresponse().read() == b""
+        assert conn.sock is not None
+        readable, _, _ = select.select([conn.sock], [], [], 6.0)
+        assert not readable, "the server closed an idle connection within 6 s"
+        conn.request("GET", "/health")
+        assert conn.getresponse().status == 200
+        conn.close()
+
+
+def test_a_refused_request_is_named_in_the_log(caplog: pytest.LogCaptureFixture) -> None:
+    """uvicorn's "Invalid HTTP request received." says nothing of who sent what; the replay server
+    logs the peer and the head of the bytes it refused."""
+    import socket
+
+    with caplog.at_level("WARNING", logger="harness.replay"), ReplayServer(SCRIPT) as server:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            sock.sendall(b"\x16\x03\x01\x00\xa5garbage\r\n\r\n")
+            answer = b""
+            while chunk := sock.recv(4096):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 400")
+    assert any(
+        "refused a request from 127.0.0.1:" in r.message and r"\x16\x03\x01" in r.message
+        for r in caplog.records
+    )

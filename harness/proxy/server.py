@@ -130,6 +130,9 @@ class Proxy:
                 lifespan="on",
                 ws="none",
                 http=_header_deadline(self.config.header_timeout_s),
+                # idle connections end by the header deadline, not uvicorn's 5 s keep-alive: 5 s is
+                # httpx's pool expiry too, and an agent reusing one at 4.99 s met the close
+                timeout_keep_alive=math.ceil(self.config.header_timeout_s),
                 timeout_graceful_shutdown=math.ceil(self.config.shutdown_grace_s),
             )
         )

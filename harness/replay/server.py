@@ -7,6 +7,7 @@ driven deterministically (tests, loop reproduction, overhead benchmarks). Reques
 
 import asyncio
 import json
+import logging
 import socket
 import threading
 import time
@@ -177,6 +178,38 @@ def build_app(
 # A stop waits this long for requests in flight, then cancels them: a scripted delay (minutes,
 # to hold a request open) must not hold the stop; uvicorn's default waits for ever.
 _GRACE_S = 1
+# An idle connection is kept this long. uvicorn's default (5 s) equals httpx's pool expiry (5 s):
+# a client that reuses a connection idle for just under 5 s meets the server closing it (measured:
+# 3 in 1,800 requests spaced ~5 s apart got ReadError or RemoteProtocolError). Clients must expire
+# first: httpx 5 s, aiohttp 15 s, Node's agents 4-5 s.
+KEEP_ALIVE_S = 75
+
+_log = logging.getLogger("harness.replay")
+
+
+def _protocol() -> type:
+    """uvicorn's h11 protocol, naming what it refused: "Invalid HTTP request received." alone
+    cannot tell a client's bad request from another program that reached the port."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class Protocol(H11Protocol):
+        _last = b""
+
+        def data_received(self, data: bytes) -> None:
+            self._last = data
+            super().data_received(data)
+
+        def send_400_response(self, msg: str) -> None:
+            peer = f"{self.client[0]}:{self.client[1]}" if self.client else "?"
+            _log.warning(
+                "replay server: refused a request from %s, its last %d bytes began %r",
+                peer,
+                len(self._last),
+                self._last[:120],
+            )
+            super().send_400_response(msg)
+
+    return Protocol
 
 
 class ReplayServer:
@@ -195,7 +228,14 @@ class ReplayServer:
         app = build_app(script, api_key=api_key, requests=self.requests)
         self._player: Any = app.state.player
         self._server = uvicorn.Server(
-            uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=_GRACE_S)
+            uvicorn.Config(
+                app,
+                log_level="warning",
+                lifespan="off",
+                http=_protocol(),
+                timeout_keep_alive=KEEP_ALIVE_S,
+                timeout_graceful_shutdown=_GRACE_S,
+            )
         )
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True
@@ -243,5 +283,7 @@ def serve_forever(script: ReplayScript, *, port: int, api_key: str | None = None
         host="127.0.0.1",
         port=port,
         log_level="info",
+        http=_protocol(),
+        timeout_keep_alive=KEEP_ALIVE_S,
         timeout_graceful_shutdown=_GRACE_S,
     )
