@@ -749,6 +749,14 @@ def _print_comparison(c: "Comparison", page: Path | None) -> None:
         out.print(
             escape(f"loop or format-error outcome changed on {len(c.changed)} other task(s): {shown}{more}")
         )
+    if c.causes:
+        why = Table(title="why episodes failed, paired by task")
+        for col in ("cause", "A", "B", "tasks B fixed", "tasks B added"):
+            why.add_column(col)
+        for m in c.causes:
+            why.add_row(escape(m.cause.replace("_", " ")), str(m.a), str(m.b), str(m.fixed), str(m.added))
+        out.print(why)
+        out.print(escape(c.causes_sentence))
     out.print(escape(c.verdict()))
     out.print(escape(c.power.sentence()))
     if c.attribution:

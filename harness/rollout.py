@@ -22,7 +22,7 @@ from harness._text import markup
 from harness.episodes.faults import disk_full, failed_outcome
 from harness.episodes.scaffold import Scaffold
 from harness.errors import HarnessError
-from harness.monitor import ToolSchemas, Turn, detect_stall, tamper_findings, validate_turn
+from harness.monitor import ToolSchemas, Turn, detect_stall, last_error, tamper_findings, validate_turn
 from harness.progress import console
 from harness.proxy import Proxy, WatchConfig
 from harness.results.failures import failure_of
@@ -469,6 +469,7 @@ def record_episode(ctx: Rollout, done: Finished) -> EpisodeRecord:
             loop=outcome.loop,
             stall=detect_stall(outcome.turns),
             tamper=tamper_findings(outcome.turns),
+            last_error=last_error(outcome.turns),
             prompt_tokens=outcome.prompt_tokens,
             completion_tokens=outcome.completion_tokens,
             resumed_turns=outcome.resumed_turns,

@@ -4,6 +4,7 @@ Nothing here imports OpenHands or an HTTP client (a test asserts it), so the sam
 live episodes and analyses old trajectories.
 """
 
+from harness.monitor.failure import last_error
 from harness.monitor.formats import (
     FormatCategory,
     FormatError,
@@ -45,6 +46,7 @@ __all__ = [
     "detect_loops",
     "detect_stall",
     "find_markup",
+    "last_error",
     "tamper_findings",
     "validate_turn",
 ]

@@ -19,16 +19,24 @@ episode before what was merely seen in it:
 10. ``tests_failed``: it ran to its end and the tests failed (the detail names the failing tests
     and the exception from the verifier's log).
 
-Pure logic: the caller hands in the record's fields and the verifier log's text.
+Two failures are the same failure when their ``signature`` is: the cause, its kind (the loop kind,
+the format-error category, the error type), the failing tests and their exception, and the last
+error the agent saw, with what varies between episodes masked (numbers, quoted names, paths,
+addresses). ``harness report`` clusters a run's failures by it.
+
+Pure logic: the caller hands in the record's fields, the last error (``last_error`` of the turns)
+and the verifier log's text.
 """
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from harness.monitor.loops import LoopFinding
+from harness.monitor.normalize import looks_failed
+from harness.monitor.records import Turn
 from harness.monitor.stalls import StallFinding
 
 Cause = Literal[
@@ -53,6 +61,15 @@ class Failure(BaseModel):
 
     cause: Cause
     detail: str = ""
+    signature: str = Field(
+        "",
+        description="What makes two failures the same: cause, kind, failing tests and exception, the "
+        'last error with its particulars masked ("" on records written before signatures were kept).',
+    )
+
+    def key(self) -> str:
+        """The signature, or for an older record one made from its cause and detail."""
+        return self.signature or f"{self.cause} | {gist(self.detail)}"
 
 
 _OVERFLOW = re.compile(
@@ -70,6 +87,64 @@ _PYTEST_FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+)(?: - (\w[\w.]*)(?::|$))?",
 _EXCEPTION = re.compile(r"^(?:E\s+)?([A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure))\b", re.M)
 _DETAIL_CHARS = 300
 _NO_CALL = frozenset({"no_tool_call", "empty_response"})
+
+
+# An exception line ("KeyError: 'x'", "E   AssertionError: ..."), a shell's complaint, a
+# test runner's verdict: the line that says what went wrong, in the order they are preferred.
+_ERROR_LINE = (
+    re.compile(r"^(?:E\s+)?(?:[\w.]*(?:Error|Exception|Exit|Interrupt|Failure)|ERROR|FATAL)\b.*$", re.M),
+    re.compile(r"^.*(?:command not found|No such file or directory|Permission denied|not found).*$", re.M),
+    re.compile(r"^(?:FAILED|FAIL:) .*$", re.M),
+    re.compile(r"^.*\b(?:\d+ failed|[Ee]rror)\b.*$", re.M),
+)
+_TEST_VERDICT = re.compile(r"\b\d+ failed\b|^FAILED |^FAIL: |AssertionError", re.M)
+_LAST_ERROR_CHARS = 200
+
+
+def last_error(turns: Sequence[Turn]) -> str:
+    """The last error the agent saw: from the last observation that reads as a failure (flagged
+    as one, an exception, a shell's complaint, failing tests), its most telling line; "" when no
+    observation failed."""
+    for turn in reversed(turns):
+        obs = turn.observation
+        if not obs:
+            continue
+        head_tail = obs if len(obs) <= 8192 else obs[:4096] + "\n" + obs[-4096:]
+        if not (turn.observation_is_error or looks_failed(head_tail) or _TEST_VERDICT.search(head_tail)):
+            continue
+        for pattern in _ERROR_LINE:
+            lines = pattern.findall(head_tail)
+            if lines:
+                return _clip(lines[-1])
+        return _clip(next((ln for ln in head_tail.splitlines() if ln.strip()), ""))
+    return ""
+
+
+def _clip(line: str) -> str:
+    line = " ".join(line.split())
+    return line if len(line) <= _LAST_ERROR_CHARS else line[: _LAST_ERROR_CHARS - 1] + "…"
+
+
+# What varies between two episodes that met the same error: the names and values it quotes, the
+# directories of a path, line numbers and other numbers, addresses and ids.
+_GIST = (
+    (re.compile(r"0x[0-9a-fA-F]+|\b[0-9a-f]{8,}\b"), "#"),
+    (re.compile(r"(?:[\w.~-]*/)+([\w.-]+)"), r"\1"),
+    (re.compile(r"'[^'\n]{0,80}'|\"[^\"\n]{0,80}\"|`[^`\n]{0,80}`"), "'…'"),
+    (re.compile(r"\d+(?:\.\d+)?"), "N"),
+)
+
+
+def gist(text: str) -> str:
+    """``text`` with what varies between episodes masked: two episodes that met the same error
+    have the same gist (``KeyError: 'b'`` at line 12 and ``KeyError: 'c'`` at line 40 alike)."""
+    for pattern, repl in _GIST:
+        text = pattern.sub(repl, text)
+    return " ".join(text.split())
+
+
+def _signature(cause: str, kind: str, tests: str, error: str) -> str:
+    return " | ".join(part for part in (cause, kind, tests, gist(error)) if part)
 
 
 def _short(text: str) -> str:
@@ -101,9 +176,46 @@ def failure_cause(
     error_type: str | None,
     error_message: str | None,
     verifier_log: str = "",
+    last_error: str = "",
 ) -> Failure | None:
     """The cause of an unresolved episode (None for a resolved one, an unverified one, or an
-    infrastructure failure, which is not the model's and is run again)."""
+    infrastructure failure, which is not the model's and is run again), and its signature."""
+    failure = _cause(
+        status=status,
+        reward=reward,
+        tool_calls=tool_calls,
+        format_errors=format_errors,
+        loop=loop,
+        stall=stall,
+        error_type=error_type,
+        error_message=error_message,
+        verifier_log=verifier_log,
+    )
+    if failure is None:
+        return None
+    kind = {
+        "loop": loop.kind.value if loop else "",
+        "format_error": failure.detail.split(" ", 1)[0],
+    }.get(failure.cause, error_type or "")
+    # the tests say why only when the episode ran to its end; a loop fails every test the same way
+    tests = failure.detail if failure.cause == "tests_failed" else ""
+    # an error the server or sandbox answered is the error; otherwise the agent's last one
+    error = (error_message or "") if error_type else last_error
+    return failure.model_copy(update={"signature": _signature(failure.cause, kind, gist(tests), error)})
+
+
+def _cause(
+    *,
+    status: str,
+    reward: float | None,
+    tool_calls: int,
+    format_errors: Mapping[str, int],
+    loop: LoopFinding | None,
+    stall: StallFinding | None,
+    error_type: str | None,
+    error_message: str | None,
+    verifier_log: str,
+) -> Failure | None:
     if status == "resolved" or status == "infra_error" or (reward is not None and reward >= 1.0):
         return None
     if reward is None and status not in ("error", "loop_stopped", "max_iterations"):

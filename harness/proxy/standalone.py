@@ -36,7 +36,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.errors import HarnessError
-from harness.monitor import LoopConfig, LoopFinding, detect_stall
+from harness.monitor import LoopConfig, LoopFinding, detect_stall, last_error
 from harness.proxy.config import ProxyConfig, StopAnswer, WatchConfig
 from harness.proxy.records import Exchange
 from harness.proxy.server import Proxy, _Route
@@ -346,6 +346,7 @@ class StandaloneProxy(Proxy):
                 format_errors=errors,
                 loop=loop,
                 stall=detect_stall(turns),
+                last_error=last_error(turns),
                 prompt_tokens=sum(t.prompt_tokens or 0 for t in turns),
                 completion_tokens=sum(t.completion_tokens or 0 for t in turns),
                 wall_s=round(time.time() - ep.started, 3),

@@ -8,7 +8,7 @@ unless forced, in which case only the common tasks are compared and the output s
 import math
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, computed_field
 
 from harness.errors import HarnessError
 from harness.results._gc import gc_paused
@@ -62,6 +62,46 @@ class OneSided(BaseModel):
     why: str  # what the unscored side has instead, e.g. "B: infra_error"
 
 
+class CauseMove(BaseModel):
+    """One failure cause in A and in B, paired by task: its episodes on each side, the tasks where
+    A had it and B does not (B fixed it there) and the tasks where B has it and A did not (added)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    cause: str
+    a: int
+    b: int
+    fixed: int
+    added: int
+
+
+def _causes_sentence(moves: list[CauseMove]) -> str:
+    """The largest move in why episodes failed, in one sentence (and the largest move the other
+    way, when there is one)."""
+    moved = [m for m in moves if m.a != m.b or m.fixed or m.added]
+    if not moved:
+        return "Why episodes failed did not move: the same causes on the same tasks in A and B."
+
+    def size(m: CauseMove) -> tuple[int, int]:
+        return abs(m.b - m.a), m.fixed + m.added
+
+    top = max(moved, key=size)
+
+    def words(m: CauseMove) -> str:
+        eps = "episode" if m.b == 1 else "episodes"
+        return (
+            f"{m.cause.replace('_', ' ')}, {m.a} -> {m.b} {eps} "
+            f"(B has it on {m.fixed} task(s) fewer and {m.added} more)"
+        )
+
+    sentence = f"The largest move in why episodes failed: {words(top)}"
+    other = [m for m in moved if (m.b - m.a) * (top.b - top.a) < 0]
+    if other:
+        second = max(other, key=size)
+        sentence += f"; the largest the other way: {words(second)}"
+    return sentence + "."
+
+
 class RateChange(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -104,6 +144,8 @@ class Comparison(BaseModel):
     # episodes with a tamper finding (evidence for the reader beside the score change, never a score)
     tamper_rate: RateChange | None = None
     format_errors_per_turn: dict[str, RateChange]
+    # why the unresolved episodes failed (harness/monitor/failure.py), paired by task
+    causes: list[CauseMove] = []
     power: Power
     notes: list[str]
     gate: GateResult | None = None  # set by with_gate()
@@ -112,6 +154,12 @@ class Comparison(BaseModel):
     scaffold_a: str | None = None
     scaffold_b: str | None = None
     attribution: Attribution | None = None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def causes_sentence(self) -> str:
+        """The largest move in why episodes failed, in one sentence ("" without failures)."""
+        return _causes_sentence(self.causes) if self.causes else ""
 
     def with_gate(self, *, max_drop: float | None = None, min_gain: float | None = None) -> "Comparison":
         """This comparison with the regression gate's verdict (thresholds as fractions)."""
@@ -322,6 +370,7 @@ def compare(
         stall_rate=_change(ea["stalled"].mean(), eb["stalled"].mean()),
         tamper_rate=_change(ea["tampered"].mean(), eb["tampered"].mean()),
         format_errors_per_turn=_format_changes(ea, eb),
+        causes=cause_moves(ea, eb),
         power=paired_power(
             paired_spread(da[da["task_id"].isin(common)], db[db["task_id"].isin(common)]),
             no_seed_gain=no_gain,
@@ -398,6 +447,27 @@ def _outcome_changes(ea: pd.DataFrame, eb: pd.DataFrame, tasks: list[str]) -> li
             out.append(OutcomeChange(task_id=t, loop_a=la, loop_b=lb, format_a=fa, format_b=fb))
     # the biggest moves first: a loop rate from 85% to 15% shows its tasks at the top
     return sorted(out, key=lambda c: -(abs(c.loop_b - c.loop_a) + abs(c.format_b - c.format_a)))
+
+
+def cause_moves(ea: pd.DataFrame, eb: pd.DataFrame) -> list[CauseMove]:
+    """Each failure cause of A's and B's episodes (the same tasks), paired by task: the most moved first."""
+    from harness.monitor.failure import CAUSES
+
+    def per_task(frame: pd.DataFrame) -> dict[str, set[str]]:
+        failed = frame[frame["failure_cause"].notna()]
+        return {str(t): set(g) for t, g in failed.groupby("task_id")["failure_cause"]}
+
+    ta, tb = per_task(ea), per_task(eb)
+    na, nb = ea["failure_cause"].value_counts(), eb["failure_cause"].value_counts()
+    moves = []
+    for cause in CAUSES:
+        a, b = int(na.get(cause, 0)), int(nb.get(cause, 0))
+        if not a and not b:
+            continue
+        fixed = sum(1 for t, cs in ta.items() if cause in cs and cause not in tb.get(t, ()))
+        added = sum(1 for t, cs in tb.items() if cause in cs and cause not in ta.get(t, ()))
+        moves.append(CauseMove(cause=cause, a=a, b=b, fixed=fixed, added=added))
+    return sorted(moves, key=lambda m: (-abs(m.b - m.a), -(m.fixed + m.added)))
 
 
 def _change(a: float, b: float) -> RateChange:

@@ -156,6 +156,20 @@ def _flip_table(c: Comparison) -> str:
     )
 
 
+def _causes_table(c: Comparison) -> str:
+    if not c.causes:
+        return "<p>No episode failed in A or B.</p>"
+    head = "".join(f"<th>{h}</th>" for h in ("cause", "A", "B", "tasks B fixed", "tasks B added"))
+    rows = "".join(
+        f"<tr><td>{_e(m.cause.replace('_', ' '))}</td><td>{m.a}</td><td>{m.b}</td><td>{m.fixed}</td>"
+        f"<td>{m.added}</td></tr>"
+        for m in c.causes
+    )
+    return (
+        f'<p id="causes-sentence">{_e(c.causes_sentence)}</p><table id="causes"><tr>{head}</tr>{rows}</table>'
+    )
+
+
 def _attribution(c: Comparison) -> str:
     """One model under two scaffolds: whether its loops and format errors follow a scaffold or it."""
     if c.attribution is None:
@@ -215,6 +229,7 @@ def write_compare_page(c: Comparison, a: RunData, b: RunData, path: Path) -> Pat
         f"<h2>Tasks that flipped ({len(c.fixed)} fixed, {len(c.broken)} broken; {c.both_solved} solved by both, "
         f"{c.both_failed} failed by both)</h2>{_flip_table(c)}"
         f"<h2>Flipped tasks, A and B side by side</h2>{sections}"
+        f"<h2>Why episodes failed, paired by task</h2>{_causes_table(c)}"
         f"<h2>Loop or format-error outcome changed ({len(c.changed)} tasks that did not flip)</h2>"
         f"{_changed_table(c)}{changed}</body></html>"
     )

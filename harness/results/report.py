@@ -7,6 +7,7 @@ opened offline; its episode list filters by model, status, loop kind and task.
 import base64
 import html
 import math
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,16 @@ from harness.errors import HarnessError
 from harness.progress import console
 from harness.results.arms import scaffold_sentences
 from harness.results.episode_view import EpisodeView, TurnChecks, episode_id, load_episode
-from harness.results.failures import causes_markdown
+from harness.results.failures import (
+    CLUSTERS_SHOWN,
+    EXAMPLES,
+    Cluster,
+    cause_table,
+    causes_markdown,
+    clusters_markdown,
+    failure_clusters,
+    failure_of,
+)
 from harness.results.manifest import manifest_lines, manifest_markdown
 from harness.results.metrics import ModelMetrics, model_metrics, per_seed
 from harness.results.runs import RunData, load_run
@@ -94,11 +104,12 @@ def write_report(
     md = out / "report.md"
     server = _server_lines(run, gpu_price)
     scaffolds = scaffold_sentences(run)
-    md.write_text(_markdown(run, metrics, seeds, files, server, scaffolds))
+    clusters = failure_clusters(run.records())
+    md.write_text(_markdown(run, metrics, seeds, files, server, scaffolds, clusters))
     with console.status("writing report.html"):
-        views = _episode_views(run)
+        views = _episode_views(run, clusters)
         page = out / "report.html"
-        page.write_text(_html(run, metrics, seeds, files, views, server, scaffolds))
+        page.write_text(_html(run, metrics, seeds, files, views, server, scaffolds, clusters))
     return ReportFiles(
         markdown=md,
         html=page,
@@ -295,6 +306,7 @@ def _markdown(
     plots: dict[str, Path],
     server: list[str],
     scaffolds: list[str],
+    clusters: list[Cluster],
 ) -> str:
     parts = [f"# harness report: {run.name}", ""]
     if run.selected:  # the server's seconds stay the whole run's: they cannot be split by task
@@ -341,6 +353,7 @@ def _markdown(
         ]
         parts.append("")
     parts += causes_markdown(run.records())
+    parts += clusters_markdown(clusters, episode_id, str(run.root))
     parts += _tamper_section(run)
     parts += ["## Manifest", "", *manifest_markdown(run.manifest), ""]
     return "\n".join(parts)
@@ -382,11 +395,15 @@ def _tamper_section(run: RunData) -> list[str]:
     return parts
 
 
-def _episode_views(run: RunData) -> list[EpisodeView]:
+def _episode_views(run: RunData, clusters: list[Cluster]) -> list[EpisodeView]:
     checks = run_checks(run)
     records = run.records()
     if len(records) > EMBED_LIMIT:
-        records.sort(key=lambda r: (r.loop is None, r.status != "error", not r.format_errors))
+        # the clusters' examples first (the report links them), then loops, errors, format errors
+        examples = {id(r) for c in clusters[:CLUSTERS_SHOWN] for r in c.episodes[:EXAMPLES]}
+        records.sort(
+            key=lambda r: (id(r) not in examples, r.loop is None, r.status != "error", not r.format_errors)
+        )
         records = records[:EMBED_LIMIT]
     return [load_episode(run.root, r, checks(r)) for r in records]
 
@@ -531,6 +548,32 @@ def _episode_rows(records: list[EpisodeRecord]) -> str:
     return f'<table id="episodes"><tr>{head}</tr>{"".join(rows)}</table>'
 
 
+def _failures_html(run: RunData, clusters: list[Cluster], embedded: set[str]) -> str:
+    """Why episodes failed (causes by model) and the clusters, each example linked to its
+    trajectory below (or named, where it is not embedded)."""
+    if not clusters:
+        return ""
+    records = run.records()
+    failures = [(r.model, f) for r in records if (f := failure_of(r)) is not None]
+    table = _html_table(*cause_table(failures, Counter(r.model for r in records)), "causes")
+    items = []
+    for c in clusters[:CLUSTERS_SHOWN]:
+        models = ", ".join(f"{_e(m)} {n}" for m, n in sorted(c.models.items()))
+        links = ", ".join(
+            f'<a href="#{_anchor(ep)}">{_e(ep)}</a>' if ep in embedded else _e(ep)
+            for ep in (episode_id(r) for r in c.episodes[:EXAMPLES])
+        )
+        items.append(
+            f'<li class="cluster"><b>{len(c.episodes)} episodes</b>: <code>{_e(c.signature)}</code> '
+            f"({models}); e.g. {links}</li>"
+        )
+    more = ""
+    if len(clusters) > CLUSTERS_SHOWN:
+        rest = sum(len(c.episodes) for c in clusters[CLUSTERS_SHOWN:])
+        more = f"<li>and {len(clusters) - CLUSTERS_SHOWN} smaller clusters ({rest} episodes)</li>"
+    return f'<h2>Why episodes failed</h2>{table}<h3>Failure clusters</h3><ul id="clusters">{"".join(items)}{more}</ul>'
+
+
 def _seeds_html(metrics: list[ModelMetrics]) -> str:
     lines = _seed_lines(metrics)
     if not lines:
@@ -548,6 +591,7 @@ def _html(
     views: list[EpisodeView],
     server: list[str],
     scaffolds: list[str],
+    clusters: list[Cluster],
 ) -> str:
     warn = ""
     if run.warnings:
@@ -576,6 +620,7 @@ def _html(
             else ""
         )
         + _seeds_html(metrics)
+        + _failures_html(run, clusters, {v.id for v in views})
         + f"<h2>Per seed</h2>{_html_table(_SEED_HEAD, _seed_rows(seeds))}"
         f'<h2>Plots</h2><div class="plots">{"".join(_img(k, p) for k, p in plots.items())}</div>'
         f"<h2>Episodes</h2><div>{_filters(run.episodes)}</div>{_episode_rows(run.records())}"

@@ -16,6 +16,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from harness.errors import HarnessError
 from harness.results._gc import gc_paused
+from harness.results.failures import failure_of
 from harness.results.run_files import MAX_LINE_BYTES, read_run_file, run_lines
 from harness.results.store import EpisodeRecord, RunManifest
 from harness.results.timeline import Timeline, load_timeline
@@ -230,6 +231,8 @@ def _latest(records: list[EpisodeRecord]) -> tuple[list[EpisodeRecord], pd.DataF
     frame["loop_start"] = [loop.start_turn if loop else None for loop in loops]
     frame["stalled"] = [r.__dict__["stall"] is not None for r in latest]
     frame["tampered"] = [bool(r.__dict__["tamper"]) for r in latest]
+    failures = [r.__dict__["failure"] or failure_of(r) for r in latest]
+    frame["failure_cause"] = [f.cause if f else None for f in failures]
     frame["tokens"] = frame["prompt_tokens"] + frame["completion_tokens"]
     return latest, frame
 

@@ -76,6 +76,11 @@ class EpisodeRecord(BaseModel):
         "plugin metadata, bytecode, start-up hooks, reward and verifier paths, PATH shadows): evidence for "
         "the reader, never a score (harness/monitor/tamper.py).",
     )
+    last_error: str = Field(
+        "",
+        description="The last error the agent saw: the telling line of the last observation that failed "
+        '(harness/monitor/failure.py), "" when none did; part of its failure\'s signature.',
+    )
     failure: Failure | None = Field(
         None,
         description="Why an unresolved episode failed: its cause and the particulars (the failing tests, "
