@@ -768,6 +768,50 @@ def _print_comparison(c: "Comparison", page: Path | None) -> None:
         out.print(f"comparison page: {escape(page)}")
 
 
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from collections import Counter
+
+    from harness.judge.analyze import analyze
+    from harness.judge.config import AnalyzeConfig
+
+    config = AnalyzeConfig(**{k: v for k, v in model_values(args, AnalyzeConfig).items() if v is not None})
+    result = analyze(args.run, config)
+    js = result.judgments
+    judged = [j for j in js if j.label is not None]
+    out.print(
+        f"judged {len(judged)} of {len(js)} failed episodes with {escape(result.judge)} ({result.rubric} rubric)"
+    )
+    for j in (j for j in js if j.label is None):
+        out.print(f"[yellow]unjudged[/] {escape(j.episode)}: {escape(j.problem)}")
+    models = sorted({j.model for j in js})
+    by_model = Counter((j.label, j.model) for j in judged)
+    t = Table(title="the judge's classes")
+    for col in ("class", *models):
+        t.add_column(escape(col))
+    for label in sorted({j.label for j in judged if j.label}):
+        t.add_row(escape(label), *(str(by_model[(label, m)]) for m in models))
+    out.print(t)
+    causes = sorted({j.cause or "-" for j in judged})
+    cross = Counter((j.label, j.cause or "-") for j in judged)
+    x = Table(title="the judge's class against the harness's cause")
+    for col in ("class", *causes):
+        x.add_column(escape(col.replace("_", " ")))
+    for label in sorted({j.label for j in judged if j.label}):
+        x.add_row(escape(label), *(str(cross[(label, c)]) for c in causes))
+    out.print(x)
+    if (a := result.agreement) is not None:
+        g = Table(title="agreement with the human labels")
+        for col in ("class", "labelled", "judged", "precision", "recall"):
+            g.add_column(col)
+        for c in a.classes:
+            pct = [("-" if v is None else f"{100 * v:.0f}%") for v in (c.precision, c.recall)]
+            g.add_row(escape(c.label), str(c.support), str(c.predicted), *pct)
+        out.print(g)
+        out.print(escape(a.sentence()))
+    out.print(f"judgments: {escape(result.path)}")
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from harness.results.metrics import headline
     from harness.results.report import write_report
@@ -905,6 +949,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The whole command line; ``command``, the subcommand about to be parsed, leaves out the flags
     that only other commands take from EvalConfig (importing harness.evaluate costs ~0.2 s of CPU,
     a tenth of what `harness loops` spends on 60,000 turns)."""
+    from harness.judge.config import AnalyzeConfig
     from harness.tasks.selection import TaskSelection
 
     eval_flags = command in (None, "eval", "tasks")
@@ -1056,6 +1101,15 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     add_model_flags(cmp, TaskSelection, optional=True)
     cmp.set_defaults(func=cmd_compare)
+
+    an = sub.add_parser(
+        "analyze",
+        help="why failed episodes failed: a judge model's class for each beside the harness's cause, "
+        "and its agreement with human labels",
+    )
+    an.add_argument("run", type=Path, help="a harness eval run directory")
+    add_model_flags(an, AnalyzeConfig)
+    an.set_defaults(func=cmd_analyze)
 
     rep = sub.add_parser("report", help="report.md, report.html, metrics.csv and plots for a run")
     rep.add_argument("run", type=Path, help="a harness eval run directory")
