@@ -204,15 +204,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def _say_auto_start(full: int, max_num_seqs: int | None, per: str = "server") -> None:
     """Where `harness eval --concurrency auto` would start on this host, and why."""
-    from harness.admission.start import auto_start, host_room, sandbox_capacity
+    from harness.admission.start import auto_start, host_room, memory_room
     from harness.runtime.base import SandboxConfig
 
     box = SandboxConfig()
-    sandboxes, why = sandbox_capacity(host_room(), box.cpus, box.memory_gib)
+    sandboxes, why = memory_room(host_room(), box.memory_gib)
     start = auto_start(sandboxes=sandboxes, sandbox_why=why, full_sequences=full, max_num_seqs=max_num_seqs)
     out.print(
         f"concurrency auto (harness eval's default) starts at {start.start} episode(s) per {per} on this host, "
-        f"at most {start.cap}, then follows the KV cache: {escape(start.why)} (the sandboxes at the default "
+        f"at most {start.cap}, then follows the KV cache and the host's load: {escape(start.why)} (the sandboxes at the default "
         f"--sandbox-cpus {box.cpus:g} and --sandbox-memory-gib {box.memory_gib:g})",
         highlight=False,
         soft_wrap=True,

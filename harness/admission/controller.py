@@ -17,15 +17,23 @@ fullest. The controller admits episodes by the server's own gauges, every scrape
   none starts until some finish (a running episode is never stopped), and no growth until the
   queue drains (nothing waits and the cache is under ``hold_below`` again).
 
-The limit stays between 1 and ``cap`` (the sandboxes' capacity and --max-concurrency). A scrape
-that is missing or malformed (NaN, negative, a usage above 1) changes nothing; a preemption
-counter that went down means the server restarted: it is the new baseline, not a preemption.
+The host the episodes run on is the other resource (host.py): a saturated host (the episodes'
+runnable threads above its cores, sustained; memory short) sheds as the server does, and growth
+also needs the model turns per minute to rise with the limit: one controller on both signals.
+Each decision names the resource that decided it.
+
+The limit stays between 1 and ``cap`` (--max-concurrency; a sandbox's CPU and memory limits are
+caps on each sandbox, not a count of them). A scrape that is missing or malformed (NaN, negative,
+a usage above 1) changes nothing; a preemption counter that went down means the server restarted:
+it is the new baseline, not a preemption.
 """
 
 import math
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from harness.admission.host import HostPolicy, HostSample, HostWatch
 
 __all__ = [
     "ADMISSION_FILE",
@@ -71,6 +79,7 @@ class LoadSample(BaseModel):
     waiting: float
     kv_cache_usage: float
     preemptions: float  # cumulative since the server started
+    turns: float | None = None  # requests the server has answered so far (None: it does not say)
 
     def malformed(self) -> bool:
         values = (self.t, self.running, self.waiting, self.kv_cache_usage, self.preemptions)
@@ -92,6 +101,11 @@ class Decision(BaseModel):
     admitted: int = Field(description="Episodes in flight when it decided.")
     action: Action
     reason: str
+    resource: str | None = Field(
+        None,
+        description="What decided it: the KV cache, the server's queue, preemptions, the host's CPUs or "
+        "memory, the turn rate, the cap (None: nothing pressed).",
+    )
     kv_cache_usage: float | None = None
     running: float | None = None
     waiting: float | None = None
@@ -110,12 +124,19 @@ class AdmissionRecord(Decision):
 class AdmissionController:
     """The limit for one model server: ``decide`` once per scrape (deterministic, no I/O)."""
 
-    def __init__(self, start: int, cap: int, policy: AdmissionPolicy | None = None) -> None:
+    def __init__(
+        self,
+        start: int,
+        cap: int,
+        policy: AdmissionPolicy | None = None,
+        host_policy: HostPolicy | None = None,
+    ) -> None:
         if cap < 1:
             raise ValueError(f"cap must be at least 1, got {cap}")
         self.cap = cap
         self.limit = max(1, min(start, cap))
         self.policy = policy or AdmissionPolicy()
+        self.host = HostWatch(host_policy)
         self.draining = False
         self._preemptions: float | None = None  # the counter's last value (None: no valid scrape yet)
         self._waiting_streak = 0
@@ -124,9 +145,12 @@ class AdmissionController:
         """The starting limit, as a record."""
         return Decision(t=t, limit=self.limit, cap=self.cap, admitted=0, action="start", reason=reason)
 
-    def decide(self, admitted: int, sample: LoadSample | None, t: float = 0.0) -> Decision:
-        """The limit after this scrape, with ``admitted`` episodes in flight; ``t``: the time its
-        record carries when the scrape has none (missing or malformed)."""
+    def decide(
+        self, admitted: int, sample: LoadSample | None, t: float = 0.0, host: HostSample | None = None
+    ) -> Decision:
+        """The limit after this scrape, with ``admitted`` episodes in flight and the host as
+        ``host`` shows it (None: not looked at); ``t``: the time its record carries when the scrape
+        has none (missing or malformed)."""
         if sample is None or sample.malformed():
             return Decision(
                 t=sample.t if sample is not None and math.isfinite(sample.t) else t,
@@ -143,8 +167,15 @@ class AdmissionController:
         new = 0.0 if before is None or sample.preemptions < before else sample.preemptions - before
         self._preemptions = sample.preemptions
         self._waiting_streak = self._waiting_streak + 1 if waiting > 0 else 0
+        rated = sample.turns is not None and math.isfinite(sample.turns)
+        if rated:
+            self.host.rate.limit_set(self.limit, sample.t)
+            self.host.rate.note(sample.t, float(sample.turns))  # type: ignore[arg-type]
+        host_full = self.host.saturated(host)
 
-        def out(action: Action, reason: str) -> Decision:
+        def out(action: Action, reason: str, resource: str | None = None) -> Decision:
+            if rated:
+                self.host.rate.limit_set(self.limit, sample.t)
             return Decision(
                 t=sample.t,
                 limit=self.limit,
@@ -152,37 +183,38 @@ class AdmissionController:
                 admitted=admitted,
                 action=action,
                 reason=reason,
+                resource=resource,
                 kv_cache_usage=kv,
                 running=sample.running,
                 waiting=waiting,
                 preemptions=new,
             )
 
-        why = (
-            f"{new:.0f} preemption(s)"
+        why: tuple[str, str] | None = (
+            ("preemptions", f"{new:.0f} preemption(s)")
             if new > 0
-            else f"KV cache {100 * kv:.0f}% >= {100 * p.shed_at:.0f}%"
+            else ("kv cache", f"KV cache {100 * kv:.0f}% >= {100 * p.shed_at:.0f}%")
             if kv >= p.shed_at
-            else f"requests waiting {self._waiting_streak} scrapes in a row"
+            else ("server queue", f"requests waiting {self._waiting_streak} scrapes in a row")
             if self._waiting_streak >= p.waiting_persists
-            else None
+            else host_full
         )
         if why is not None and (new > 0 or not self.draining):
             # Once per event (a new preemption sheds again): no episode starts until some finish.
             self.draining = True
             self.limit = max(1, min(self.limit, admitted) - 1)
-            return out("shed", why)
+            return out("shed", why[1], why[0])
         if self.draining:
-            if waiting == 0 and kv < p.hold_below:
+            if waiting == 0 and kv < p.hold_below and host_full is None:
                 self.draining = False
-                return out("drained", f"queue drained, KV cache {100 * kv:.0f}%")
-            return out("hold", "draining")
+                return out("drained", f"queue drained, KV cache {100 * kv:.0f}%, host has room")
+            return out("hold", "draining", why[0] if why else None)
         if kv >= p.grow_below:
-            return out("hold", f"KV cache {100 * kv:.0f}% >= {100 * p.grow_below:.0f}%")
+            return out("hold", f"KV cache {100 * kv:.0f}% >= {100 * p.grow_below:.0f}%", "kv cache")
         if waiting > 0:
-            return out("hold", f"{waiting:.0f} request(s) waiting")
+            return out("hold", f"{waiting:.0f} request(s) waiting", "server queue")
         if self.limit >= self.cap:
-            return out("hold", f"at the cap ({self.cap})")
+            return out("hold", f"at the cap ({self.cap})", "cap")
         if admitted < self.limit:
             return out("hold", f"{admitted} of {self.limit} admitted")
         if sample.running < 1:
@@ -192,7 +224,15 @@ class AdmissionController:
         projected = kv / sample.running * (admitted + 1)
         if projected >= p.hold_below:
             return out(
-                "hold", f"{admitted + 1} requests of the average size would fill ~{100 * projected:.0f}%"
+                "hold",
+                f"{admitted + 1} requests of the average size would fill ~{100 * projected:.0f}%",
+                "kv cache",
             )
+        if rated:
+            more, said = self.host.growth(self.limit)
+            if not more:
+                return out("hold", said, "turn rate")
         self.limit += 1
-        return out("grow", f"KV cache {100 * kv:.0f}%, nothing waits")
+        return out(
+            "grow", f"KV cache {100 * kv:.0f}%, nothing waits" + ("" if host is None else ", host has room")
+        )

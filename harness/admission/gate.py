@@ -25,7 +25,9 @@ from harness.admission.controller import (
     Decision,
     LoadSample,
 )
-from harness.admission.start import AutoStart, auto_start, host_room, sandbox_capacity
+from harness.admission.host import HostSample
+from harness.admission.host_probe import read_host
+from harness.admission.start import AutoStart, auto_start, host_room, memory_room
 from harness.progress import console
 from harness.seam import ModelEndpoint
 from harness.server.metrics_records import MetricsSample
@@ -73,7 +75,10 @@ class Admission:
         auto: AutoStart | None = None,
         path: Path | None = None,
         status: Callable[[str], None] = lambda _: None,
+        probe: "Callable[[float, Callable[[], set[int]] | None], HostSample | None]" = read_host,
     ) -> None:
+        """``probe``: a look at the host the episodes run on, with every scrape (read_host; a
+        test's own host)."""
         if (fixed is None) == (auto is None):
             raise ValueError("give either fixed or auto")
         self.server = server
@@ -88,6 +93,11 @@ class Admission:
         self._status = status
         self._cond = threading.Condition()
         self._unwatch: Callable[[], None] | None = None
+        # the host the episodes run on is looked at with every scrape (a Ray replica's gate
+        # looks at its own node); the model server's processes are not the episodes' load
+        self._probe = probe
+        self._server_pids: Callable[[], set[int]] | None = None
+        self.resource: str | None = None  # what decided the latest limit (shown on the progress line)
         if self.controller is not None and auto is not None:
             self._record(self.controller.first(time.time(), auto.why))
 
@@ -125,11 +135,16 @@ class Admission:
         """Follow ``endpoint``'s scrapes (False: it has none to follow)."""
         if not isinstance(endpoint, LoadSource):
             return False
+        self._server_pids = getattr(endpoint, "server_pids", None)
         self._unwatch = endpoint.watch_load(self.observe)
         return self._unwatch is not None
 
     def observe(self, sample: MetricsSample | None) -> None:
-        """One scrape (from the scraper's thread): the KV usage shown, the controller's decision."""
+        """One scrape (from the scraper's thread): the KV usage shown, the controller's decision on
+        the server's scrape and a look at this host."""
+        host = None
+        if self.controller is not None and sample is not None:
+            host = self._probe(sample.t, self._server_pids)
         with self._cond:
             self.kv = sample.kv_cache_usage if sample is not None else self.kv
             if self.controller is not None:
@@ -142,9 +157,11 @@ class Admission:
                         waiting=sample.waiting,
                         kv_cache_usage=sample.kv_cache_usage,
                         preemptions=sample.preemptions,
+                        turns=sample.ttft_buckets.get("+Inf"),
                     )
                 )
-                decision = self.controller.decide(self.in_flight, load, t=time.time())
+                decision = self.controller.decide(self.in_flight, load, t=time.time(), host=host)
+                self.resource = decision.resource or self.resource
                 self.limit = decision.limit
                 self._cond.notify_all()
             else:
@@ -163,7 +180,7 @@ class Admission:
         """The progress line's part: episodes in flight, the limit (auto), the KV cache."""
         text = f"{self.in_flight} in flight"
         if self.controller is not None:
-            text += f" (auto, limit {self.limit})"
+            text += f" (auto, limit {self.limit}" + (f": {self.resource}" if self.resource else "") + ")"
         if self.kv is not None:
             text += f", KV {100 * self.kv:.0f}%"
         return text
@@ -180,12 +197,10 @@ class Admission:
             fh.write(line + "\n")
 
 
-def planned_start(
-    endpoint: ModelEndpoint, *, cpus: float, memory_gib: float, max_concurrency: int | None
-) -> AutoStart:
+def planned_start(endpoint: ModelEndpoint, *, memory_gib: float, max_concurrency: int | None) -> AutoStart:
     """Where ``--concurrency auto`` starts for ``endpoint`` and how far it may go, on this host
-    (sandboxes of ``cpus`` and ``memory_gib`` each)."""
-    sandboxes, why = sandbox_capacity(host_room(), cpus, memory_gib)
+    (sandboxes of ``memory_gib`` each; their CPU limits count nothing, see start.py)."""
+    sandboxes, why = memory_room(host_room(), memory_gib)
     full, seqs = endpoint.planned_sequences() if isinstance(endpoint, LoadSource) else (None, None)
     return auto_start(
         sandboxes=sandboxes,
@@ -212,7 +227,6 @@ def admission_for(
         endpoint,
         planned_start(
             endpoint,
-            cpus=config.sandbox.cpus,
             memory_gib=config.sandbox.memory_gib,
             max_concurrency=config.max_concurrency,
         ),

@@ -3,17 +3,18 @@
 Two limits meet here. The model server's: the memory plan says how many full-length sequences
 its KV cache holds (a safe start: an agent's context rarely reaches the limit, so the controller
 grows past it while the cache has room) and vLLM's ``--max-num-seqs`` (more requests than that
-wait). The host's: every episode's sandbox asks for CPUs and memory (``--sandbox-cpus``,
-``--sandbox-memory-gib``); admitting more than the host holds slows every episode and makes
-container commands fail. The start is the smaller of them; the cap (the most the controller ever
-admits) is the sandboxes' capacity and ``--max-concurrency``.
+wait). The host's: a sandbox's ``--sandbox-cpus`` and ``--sandbox-memory-gib`` are limits the
+engine enforces on each sandbox, not reservations (agents mostly wait on the model), so they do
+not count the sandboxes the host holds: the start is also bounded by the sandboxes whose memory
+limits fit the memory available now, and from there the controller measures the host (host.py).
+The cap (the most the controller ever admits) is ``--max-concurrency``, else 64.
 """
 
 import os
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["AutoStart", "HostRoom", "auto_start", "host_room", "sandbox_capacity"]
+__all__ = ["AutoStart", "HostRoom", "auto_start", "host_room", "memory_room", "sandbox_capacity"]
 
 # EvalConfig's own bound on --concurrency: more threads than this is a mistake, not a plan.
 MOST = 64
@@ -48,6 +49,16 @@ def sandbox_capacity(room: HostRoom, cpus: float, memory_gib: float) -> tuple[in
     )
 
 
+def memory_room(room: HostRoom, memory_gib: float) -> tuple[int, str]:
+    """Sandboxes whose memory limits all fit the memory available now (at least 1), in words: the
+    most auto starts with (each may use its limit at once), not a cap."""
+    n = max(1, min(int(room.memory_gib // memory_gib), MOST))
+    return n, (
+        f"{room.memory_gib:.0f} GiB free / {memory_gib:g} GiB per sandbox = {n} at their memory limits "
+        f"(the CPU limits cap each sandbox, they do not count them: the host's load is measured)"
+    )
+
+
 class AutoStart(BaseModel):
     """Where auto starts and how far it may go, with the reason in words."""
 
@@ -66,14 +77,14 @@ def auto_start(
     max_num_seqs: int | None = None,
     max_concurrency: int | None = None,
 ) -> AutoStart:
-    """The start (the smallest of the plan's sequences, --max-num-seqs and the cap) and the cap
-    (the sandboxes and --max-concurrency); without a plan (a server the harness does not run) the
-    start is the cap."""
-    cap = max(1, min(sandboxes, max_concurrency or MOST, MOST))
+    """The start (the smallest of the plan's sequences, --max-num-seqs, the sandboxes the memory
+    holds at their limits and the cap) and the cap (--max-concurrency, else 64); without a plan (a
+    server the harness does not run) the start is the sandboxes' and the cap's."""
+    cap = max(1, min(max_concurrency or MOST, MOST))
     parts = [sandbox_why]
     if max_concurrency is not None:
         parts.append(f"--max-concurrency {max_concurrency}")
-    start = cap
+    start = min(cap, max(1, sandboxes))
     if full_sequences is not None:
         parts.insert(0, f"{full_sequences} full-length sequences fit the KV cache")
         start = min(start, max(1, full_sequences))

@@ -161,6 +161,18 @@ def timeline_plot(timeline: Timeline, path: Path) -> Path:
         at = admission["t"] / 60
         req.step(at, admission["limit"], where="post", color="#333", ls="--", lw=1, label="admission limit")
         req.step(at, admission["admitted"], where="post", color=color_of(1), lw=1, label="episodes in flight")
+        if "resource" in admission:  # what made it shed: the KV cache, the queue, the host's CPUs, ...
+            shed = admission[(admission["action"] == "shed") & admission["resource"].notna()]
+            for i, (resource, rows) in enumerate(shed.groupby("resource")):
+                req.scatter(
+                    rows["t"] / 60,
+                    rows["limit"],
+                    marker="v",
+                    s=28,
+                    color=color_of(2 + i),
+                    zorder=3,
+                    label=f"shed: {resource}",
+                )
         top = max(top, float(admission["limit"].max()))
     req.set_ylabel("requests\n/ episodes" if admission is not None else "requests")
     req.yaxis.set_major_locator(MaxNLocator(integer=True))

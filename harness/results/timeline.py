@@ -134,8 +134,7 @@ class Timeline(BaseModel):
         ):
             capped = self._auto_capped()
             change = (
-                f"--concurrency auto stayed at its cap of {capped} (the sandboxes the host holds, or "
-                "--max-concurrency): raise them (--sandbox-cpus / --sandbox-memory-gib per episode, a larger host)"
+                f"--concurrency auto stayed at its cap of {capped} (--max-concurrency): raise it"
                 if capped
                 else "raise --concurrency, or use --concurrency auto"
             )
@@ -153,8 +152,25 @@ class Timeline(BaseModel):
         cap = int(a["cap"].max())
         return cap if (a["limit"] >= cap).mean() >= 0.5 else None
 
+    def decided_by(self) -> str | None:
+        """Which resources decided --concurrency auto's limit, in words: the share of its decisions
+        each named (None: no auto decision named one)."""
+        a = self.admission
+        if a is None or a.empty or "resource" not in a:
+            return None
+        named = a["resource"].dropna()
+        named = named[named != ""]
+        if named.empty:
+            return None
+        shares = named.value_counts(normalize=True)
+        parts = ", ".join(f"{r} {100 * v:.0f}%" for r, v in shares.items())
+        low, high = int(a["limit"].min()), int(a["limit"].max())
+        span = f"{low}" if low == high else f"{low} to {high}"
+        return f"--concurrency auto admitted {span} episodes at once, decided by: {parts} of its decisions"
+
     def headline_notes(self) -> list[str]:
-        """What a headline must say: a mostly idle server, preempted requests, a lost timeline."""
+        """What a headline must say: a mostly idle server, preempted requests, a lost timeline, and
+        what decided --concurrency auto's limit."""
         out = []
         frac = self.busy_fraction
         if frac is not None and frac < MOSTLY_IDLE:
@@ -167,6 +183,8 @@ class Timeline(BaseModel):
             )
         if why := self.diagnosis():
             out.append(why)
+        if decided := self.decided_by():
+            out.append(decided)
         return out + self.notes
 
 

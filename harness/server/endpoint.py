@@ -190,6 +190,20 @@ class ManagedEndpoint:
 
         return unwatch
 
+    def server_pids(self) -> set[int]:
+        """The server's processes on this host (the API server and its engines), for the host's
+        load without the server's own: empty while it is down."""
+        import psutil
+
+        pid = self._server.pid
+        if pid is None:
+            return set()
+        try:
+            root = psutil.Process(pid)
+            return {pid, *(c.pid for c in root.children(recursive=True))}
+        except psutil.Error:
+            return set()
+
     def planned_sequences(self) -> tuple[int | None, int | None]:
         """(full-length sequences its KV cache holds, the --max-num-seqs it is launched with)."""
         plan = self._server.plan

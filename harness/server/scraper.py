@@ -104,7 +104,8 @@ class MetricsScraper:
     def _run(self) -> None:
         failures = 0
         last_error = ""
-        with httpx.Client(timeout=min(5.0, 2 * self.interval)) as http:
+        # at least a second: a loaded host answers a short interval's scrape late, not never
+        with httpx.Client(timeout=min(5.0, max(1.0, 2 * self.interval))) as http:
             while not self._halt.is_set():
                 t = time.time()
                 try:
