@@ -2,7 +2,6 @@
 that on the server's own /metrics while the cache has room, and never past the sandboxes the host
 holds."""
 
-import math
 import os
 import subprocess
 from pathlib import Path
@@ -49,12 +48,6 @@ COMMON = [
 ]
 
 
-def sandboxes(n: int) -> list[str]:
-    """CPUs per episode so that the host holds ``n`` sandboxes, whatever its cores (rounded down:
-    2 cores / 0.1667 is 11.998 sandboxes, which the host's count floors to 11)."""
-    return ["--sandbox-cpus", f"{math.floor(CORES / n * 10_000) / 10_000:.4f}"]
-
-
 def harness_eval(run: Path, *args: str) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
         [*HARNESS, "eval", *COMMON, *args, "--run-dir", str(run)],
@@ -72,17 +65,17 @@ def admissions(run: Path) -> list[AdmissionRecord]:
     return [AdmissionRecord.model_validate_json(x) for x in (run / ADMISSION_FILE).read_text().splitlines()]
 
 
-def test_auto_starts_at_the_plan_grows_within_the_sandboxes_and_never_preempts(
+def test_auto_starts_at_the_plan_grows_within_its_cap_and_never_preempts(
     bundled_model: Path, tmp_path: Path, no_vllm_left: None
 ) -> None:
     """The plan fits 5 full-length sequences in the cache: auto starts there (said once, in
     admission.jsonl with the reason); prefix caching on, the episodes share their ~6.4k-token prompt,
-    so the real cache has room past the plan and auto grows, on the server's own scrapes, up to the
-    6 sandboxes the host holds and never past them; no preemption. (A fixed concurrency the cache
+    so the real cache has room past the plan and auto grows, on the server's own scrapes and the
+    turn rate it measures, up to --max-concurrency 6 and never past it; no preemption. (A fixed concurrency the cache
     cannot hold preempts where auto does not: bench/concurrency_auto.py measures it; the preemption
     note from a timeline: tests/test_results_timeline_plots.py.)"""
     run = tmp_path / "run"
-    done = harness_eval(run, *sandboxes(6), "--seeds", "4", "--max-num-seqs", "8")
+    done = harness_eval(run, "--max-concurrency", "6", "--seeds", "4", "--max-num-seqs", "8")
     lines = admissions(run)
     assert (lines[0].action, lines[0].limit, lines[0].cap) == ("start", 5, 6), lines[0]
     assert "5 full-length sequences fit the KV cache" in lines[0].reason

@@ -170,15 +170,34 @@ def prebuilt_image(
     return ref
 
 
-# Podman's build cache lookup reads every image's top layer; an image removed meanwhile (another
-# build's intermediate, `runtime prune`, another run's cleanup) fails the lookup with "layer not
-# known" although nothing is wrong with this build. The same build again succeeds.
+# Two ways podman 4.3 fails a build although nothing is wrong with it; the same build again
+# succeeds. Its build cache lookup reads every image's top layer: an image removed meanwhile
+# (another build's intermediate, `runtime prune`, another run's cleanup) fails the lookup with
+# "layer not known". And the service itself SIGKILLs a RUN step while other clients' containers
+# come and go ("while running runtime: signal: killed", no OOM kill in the kernel's log;
+# reproduced: a build's `sleep` step killed during another process's eval in containers, 5 times
+# in 5, and in 0 of 5 with a container of its own running beside it; a step the kernel kills for
+# memory reads the same, and fails each try).
 _RACE_TRIES = 3
+_ENGINE_RACES = ("layer not known", "while running runtime: signal: killed")
 
 
 def engine_race(error: str) -> bool:
-    """Whether a build failed on the engine's own storage race, not on the Dockerfile."""
-    return "layer not known" in error
+    """Whether a build failed on the engine's own trouble, not on the Dockerfile."""
+    return any(race in error for race in _ENGINE_RACES)
+
+
+def build_retrying(
+    client: "docker.DockerClient", context: Path, dockerfile: str, tag: str, timeout: float | None = None
+) -> tuple[list[str], str]:
+    """``_build``, made again when the engine, not the Dockerfile, failed it (``_RACE_TRIES`` at most)."""
+    log: list[str] = []
+    error = ""
+    for _ in range(_RACE_TRIES):
+        log, error = _build(client, context, dockerfile, tag, timeout)
+        if not engine_race(error):
+            break
+    return log, error
 
 
 def build_task_image(
@@ -207,12 +226,9 @@ def build_task_image(
         tag = _tag(task, context)
         if _has(client, tag):
             return tag
-        for _ in range(_RACE_TRIES):
-            log, error = _build(
-                client, context, dockerfile.name, tag, task.harbor.build_timeout_s if task.harbor else None
-            )
-            if not engine_race(error):
-                break
+        log, error = build_retrying(
+            client, context, dockerfile.name, tag, task.harbor.build_timeout_s if task.harbor else None
+        )
     if error or not _has(client, tag):
         missing = [b for b in base_images(rewritten) if is_image_reference(b) and not _has(client, b)]
         hint = (

@@ -28,7 +28,7 @@ conda() {
 def build_official_like(client: "docker.DockerClient", row: dict[str, Any], repos: Path, tag: str) -> str:
     """Build ``tag``: the instance ``row`` as its official image lays it out; its id."""
     from harness.runtime.images import host_ca_bundle, sandbox_image_ref
-    from harness.runtime.task_images import _build
+    from harness.runtime.task_images import build_retrying
     from harness.tasks.swebench import _snapshot, swebench_specs
 
     spec = swebench_specs()[row["repo"]][str(row["version"])]
@@ -57,7 +57,7 @@ def build_official_like(client: "docker.DockerClient", row: dict[str, Any], repo
             f"RUN bash -c '. /opt/miniconda3/bin/activate && conda activate testbed && {spec['install']}' "
             "&& git config --global --add safe.directory /testbed\n"
         )
-        log, error = _build(client, context, "Dockerfile", tag)
+        log, error = build_retrying(client, context, "Dockerfile", tag)
         if error:
             raise RuntimeError(f"building {tag}: {error}: {' | '.join(log[-5:])}")
     return str(client.images.get(tag).id)
