@@ -199,7 +199,7 @@ def test_auto_without_metrics_keeps_the_sandboxes_capacity_and_says_so_once(tmp_
     said = [x for x in done.stderr.splitlines() if x.startswith("concurrency auto for scripted")]
     assert len(said) == 1, done.stderr
     assert "has no /metrics to follow" in said[0] and ": 3 episodes at a time" in said[0], said
-    assert "--max-concurrency 3" in said[0] and "GiB per sandbox" in said[0], said
+    assert "--max-concurrency 3" in said[0] and "4 sandboxes fit the host" in said[0], said
     flying = [
         int(n)
         for n in re.findall(r"^rollouts scripted: \d/6 \([0-9:]+; (\d) in flight\)$", done.stderr, re.M)

@@ -70,8 +70,9 @@ def test_auto_starts_at_the_plan_grows_within_its_cap_and_never_preempts(
 ) -> None:
     """The plan fits 5 full-length sequences in the cache: auto starts there (said once, in
     admission.jsonl with the reason); prefix caching on, the episodes share their ~6.4k-token prompt,
-    so the real cache has room past the plan and auto grows, on the server's own scrapes and the
-    turn rate it measures, up to --max-concurrency 6 and never past it; no preemption. (A fixed concurrency the cache
+    so the real cache has room past the plan and auto grows where the host lets it (the server's own
+    scrapes, the turn rate, the episodes' load on this host), never past --max-concurrency 6; no
+    preemption. (A fixed concurrency the cache
     cannot hold preempts where auto does not: bench/concurrency_auto.py measures it; the preemption
     note from a timeline: tests/test_results_timeline_plots.py.)"""
     run = tmp_path / "run"
@@ -81,11 +82,16 @@ def test_auto_starts_at_the_plan_grows_within_its_cap_and_never_preempts(
     assert "5 full-length sequences fit the KV cache" in lines[0].reason
     said = [x for x in done.stderr.splitlines() if x.startswith("concurrency auto for smollm2-135m")]
     assert len(said) == 1 and "starting at 5, at most 6" in said[0], done.stderr[-3000:]
-    grows = [x for x in lines if x.action == "grow"]
-    assert grows and max(x.limit for x in lines) == 6, [(x.action, x.limit, x.reason) for x in lines]
-    assert max(x.admitted for x in lines) <= 6
+    # It grows where both signals allow (on two cores the host's share is often what stops it:
+    # the episodes' threads saturate the cores the server also runs on), never past the cap, and
+    # every shed names what decided it.
+    said_lines = [(x.action, x.limit, x.resource, x.reason) for x in lines]
+    assert any(x.action == "grow" for x in lines), said_lines
+    assert max(x.limit for x in lines) <= 6 and max(x.admitted for x in lines) <= 6, said_lines
+    assert all(x.resource for x in lines if x.action == "shed"), said_lines
     timeline = load_timeline(run)
     assert timeline is not None and timeline.preemptions == 0, timeline and timeline.summary()
-    assert timeline.admission is not None and int(timeline.admission["limit"].max()) == 6
+    assert timeline.admission is not None and int(timeline.admission["limit"].max()) <= 6
+    assert timeline.decided_by() is not None  # the headline says what decided auto's limit
     records = RunStore(run).records()
     assert len(records) == 12 and all(r.status != "infra_error" for r in records.values())

@@ -27,7 +27,7 @@ from harness.admission.controller import (
 )
 from harness.admission.host import HostSample
 from harness.admission.host_probe import read_host
-from harness.admission.start import AutoStart, auto_start, host_room, memory_room
+from harness.admission.start import AutoStart, auto_start, host_room, memory_room, sandbox_capacity
 from harness.progress import console
 from harness.seam import ModelEndpoint
 from harness.server.metrics_records import MetricsSample
@@ -197,18 +197,32 @@ class Admission:
             fh.write(line + "\n")
 
 
-def planned_start(endpoint: ModelEndpoint, *, memory_gib: float, max_concurrency: int | None) -> AutoStart:
-    """Where ``--concurrency auto`` starts for ``endpoint`` and how far it may go, on this host
-    (sandboxes of ``memory_gib`` each; their CPU limits count nothing, see start.py)."""
-    sandboxes, why = memory_room(host_room(), memory_gib)
-    full, seqs = endpoint.planned_sequences() if isinstance(endpoint, LoadSource) else (None, None)
-    return auto_start(
+def planned_start(
+    endpoint: ModelEndpoint, *, cpus: float, memory_gib: float, max_concurrency: int | None
+) -> AutoStart:
+    """Where ``--concurrency auto`` starts for ``endpoint`` and how far it may go, on this host.
+
+    A server the harness runs and scrapes: the plan and the sandboxes' memory limits set the start,
+    and the controller measures the server and the host from there (a sandbox's ``cpus`` counts
+    nothing: start.py). A server it cannot follow (a replay script, ``--base-url``): nothing will
+    be measured, so the start stays the limit, and it is the sandboxes the host holds at their
+    limits, CPUs included: the cautious number."""
+    if isinstance(endpoint, LoadSource):
+        sandboxes, why = memory_room(host_room(), memory_gib)
+        full, seqs = endpoint.planned_sequences()
+    else:
+        sandboxes, why = sandbox_capacity(host_room(), cpus, memory_gib)
+        full, seqs = None, None
+    start = auto_start(
         sandboxes=sandboxes,
         sandbox_why=why,
         full_sequences=full,
         max_num_seqs=seqs,
         max_concurrency=max_concurrency,
     )
+    if not isinstance(endpoint, LoadSource):  # nothing to grow by: the start is the most
+        start = start.model_copy(update={"cap": start.start})
+    return start
 
 
 def admission_for(
@@ -227,6 +241,7 @@ def admission_for(
         endpoint,
         planned_start(
             endpoint,
+            cpus=config.sandbox.cpus,
             memory_gib=config.sandbox.memory_gib,
             max_concurrency=config.max_concurrency,
         ),

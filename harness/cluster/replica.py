@@ -86,6 +86,7 @@ class Replica:
             ep, spec = self._ep(), self.spec
             start = planned_start(
                 ep,
+                cpus=spec.sandbox_cpus,
                 memory_gib=spec.sandbox_memory_gib,
                 max_concurrency=spec.max_concurrency,
             )
