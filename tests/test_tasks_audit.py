@@ -40,6 +40,15 @@ def test_a_weak_task_is_flagged_with_the_cheat_that_passes_it(tmp_path: Path) ->
     # held by the guard (or not applicable): everything else
     assert {c for c, o in outcomes.items() if o == "passed"} == {"always-equal"}, audit
     assert outcomes["nothing"] == "held"
+    # Fresh mode: the verdict depends on the final files alone. The workspace holds no tests, so
+    # deleting or overwriting them leaves the files `nothing` left: its verdict, not a second run.
+    details = {r["cheat"]: r["detail"] for r in audit["results"]}
+    assert (
+        details["delete-tests"]
+        == details["overwrite-tests"]
+        == "the same final files as nothing: its verdict"
+    )
+    assert "the same final files" not in details["always-equal"]
     table = run_harness("tasks", "audit", str(weak_task(tmp_path / "again")), "--runtime", "local")
     assert table.returncode == 1
     assert "always-equal" in table.stdout and "1 of 1 passable without solving them" in table.stdout, (

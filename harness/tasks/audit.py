@@ -6,6 +6,7 @@ task is verified exactly as an episode is. A cheat whose verification resolves t
 to pass it without solving it: the task's row names it, and the audit exits 1.
 """
 
+import hashlib
 import sys
 import tempfile
 import threading
@@ -21,6 +22,7 @@ from pydantic import BaseModel, ConfigDict
 from harness._signals import Stopped, stop_message, stop_on_signals
 from harness.errors import HarnessError
 from harness.tasks.cheats import CHEATS, NOT_APPLICABLE, Cheat
+from harness.tasks.fresh import verify_mode
 from harness.tasks.harbor_config import host_vars_allowed
 from harness.tasks.loader import Skipped, Task, load_suite, select_tasks, unnamed_host_var
 from harness.tasks.oracle import _OpenSandboxes, _StopRequested, _tail
@@ -82,8 +84,16 @@ def _cheat_env(outside: bool, python: str | None) -> dict[str, str]:
     return {**env, **({"HARNESS_AUDIT_PYTHON": python} if python else {})}
 
 
-def play(cheat: Cheat, task: Task, sandbox: "EpisodeSandbox", env: dict[str, str]) -> CheatResult:
-    """``cheat`` in ``sandbox`` as the agent, then the task's verification as an episode's."""
+def play(
+    cheat: Cheat,
+    task: Task,
+    sandbox: "EpisodeSandbox",
+    env: dict[str, str],
+    seen: "dict[str, CheatResult] | None" = None,
+) -> CheatResult:
+    """``cheat`` in ``sandbox`` as the agent, then the task's verification as an episode's.
+    ``seen``: the verdicts of the task's earlier cheats by their final files' fingerprint, for a
+    task verified in fresh mode (reused when this cheat leaves the same files; filled otherwise)."""
     # what the agent reads, for the cheats that mine it (echo-expected); an argument's size at most
     env = {**env, "HARNESS_AUDIT_INSTRUCTION": sandbox.instruction()[:_INSTRUCTION_CAP]}
     done = sandbox.exec(cheat.script, cwd=sandbox.workdir, env=env, timeout=_CHEAT_TIMEOUT_S)
@@ -111,10 +121,42 @@ def play(cheat: Cheat, task: Task, sandbox: "EpisodeSandbox", env: dict[str, str
             return CheatResult(
                 cheat=cheat.name, outcome="error", detail=f"the cheat failed: {_tail(done.output)}"
             )
+    if seen is not None and (print_ := fingerprint(sandbox)) is not None:
+        if (same := seen.get(print_)) is not None:
+            return same.model_copy(
+                update={"cheat": cheat.name, "detail": f"the same final files as {same.cheat}: its verdict"}
+            )
+        result = _verified(cheat, task, sandbox)
+        seen[print_] = result
+        return result
+    return _verified(cheat, task, sandbox)
+
+
+def _verified(cheat: Cheat, task: Task, sandbox: "EpisodeSandbox") -> CheatResult:
     result = verdict(task, run_steps(task, sandbox, lambda _: None)[0]) if task.steps else sandbox.verify()
     if result.resolved:
         return CheatResult(cheat=cheat.name, outcome="passed", detail=_tail(result.output_tail))
     return CheatResult(cheat=cheat.name, outcome="held")
+
+
+# Every file and directory of the workspace with its type, mode, size, modification time and link
+# target, then every regular file's digest: the final files as a fresh verification copies them.
+# Absolute paths and a fixed PATH: a cheat's shadows on PATH cannot answer for these tools.
+_FINGERPRINT = (
+    "export LC_ALL=C PATH=/usr/bin:/bin; "
+    "/usr/bin/find . -mindepth 1 -printf '%P\\t%y\\t%m\\t%s\\t%T@\\t%l\\n' | /usr/bin/sort && "
+    "/usr/bin/find . -type f -print0 | /usr/bin/sort -z | /usr/bin/xargs -0 -r /usr/bin/sha256sum"
+)
+
+
+def fingerprint(sandbox: "EpisodeSandbox") -> str | None:
+    """A digest of the sandbox's final files (None: it could not be taken). In fresh mode the
+    verdict depends on these alone (the tests run in a new sandbox with a copy of them), so two
+    cheats that leave the same files get the same verdict: the second is not verified again."""
+    done = sandbox.exec(_FINGERPRINT, cwd=sandbox.workdir, timeout=_CHEAT_TIMEOUT_S)
+    if done.exit_code != 0 or done.timed_out:
+        return None
+    return hashlib.sha256(done.output.encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def audit_task(
@@ -128,11 +170,12 @@ def audit_task(
 ) -> TaskAudit:
     start = time.monotonic()
     results: list[CheatResult] = []
+    seen: dict[str, CheatResult] | None = {} if verify_mode(task) == "fresh" and not task.steps else None
     for cheat in cheats:
         try:
             # as the agent: a cheat can do only what an episode's agent could
             with sandboxes.open(runtime, task, work, f"audit-{cheat.name}", agent=True) as sandbox:
-                results.append(play(cheat, task, sandbox, env))
+                results.append(play(cheat, task, sandbox, env, seen))
         except _StopRequested:
             raise
         except Exception as exc:  # no image, an engine error: this cheat's row, the others go on
