@@ -103,11 +103,24 @@ class EvalConfig(BaseModel):
         "(their episodes are then MODEL@SCAFFOLD, compared like models).",
         json_schema_extra={"flag": "scaffold", "metavar": "NAME"},
     )
-    runtime: Literal["auto", "local", "docker"] = Field(
+    runtime: str = Field(
         "auto",
-        description="Where episodes run: docker (a container each), local (a directory here, unconfined), "
-        "auto (docker when an engine answers, else local).",
+        description="Where episodes run: docker (a container each), bwrap (a directory here, every process "
+        "confined by bubblewrap), local (a directory here, unconfined), auto (docker when an engine answers, "
+        "else bwrap where it works, else local).",
+        json_schema_extra={"metavar": "auto|docker|bwrap|local"},
     )
+
+    @field_validator("runtime")
+    @classmethod
+    def _known_runtime(cls, value: str) -> str:
+        from harness import registry
+
+        known = ["auto", *registry.names("runtime")]
+        if value not in known:
+            raise ValueError(f"{value!r}: unknown runtime (known: {', '.join(known)})")
+        return value
+
     idle_timeout: float = Field(300.0, ge=0, description="Stop the server after this many idle seconds.")
     stop_grace: float = Field(
         30.0,

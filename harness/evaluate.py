@@ -163,7 +163,7 @@ def _run_eval(config: EvalConfig, stop: threading.Event, counts: dict[str, Any],
     arms = make_arms(config)
     check_source(config.tasks)  # a mistyped --tasks before any engine starts for it
     runtime = make_runtime(config.runtime, config.sandbox)
-    tasks = _tasks(config, images=runtime.name == "docker")
+    tasks = _tasks(config, images=runtime.images)
     suite = tasks[0].suite
     # Absolute from here on: episodes' shells and test scripts start in workspaces, not here.
     run_dir = absolute(config.run_dir or Path("results") / f"{suite}-{time.strftime('%Y%m%d-%H%M%S')}")

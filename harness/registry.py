@@ -17,6 +17,7 @@ BACKENDS: dict[Kind, dict[str, str]] = {
     # where an episode's commands run: a factory (SandboxConfig) -> Runtime
     "runtime": {
         "local": "harness.runtime.local:make_runtime",
+        "bwrap": "harness.runtime.bwrap:make_runtime",
         "docker": "harness.runtime.container:make_runtime",
     },
     # where an episode's model requests go on this machine: a factory (config, model, run_dir) ->

@@ -61,6 +61,23 @@ class Checkpointing(Protocol):
         ...
 
 
+@runtime_checkable
+class LocalHelpers(Protocol):
+    """A sandbox on this machine that confines its processes (runtime/bwrap.py): a long-lived helper
+    of a runner (the agent's shell) starts under its command prefix, and a tool that acts in the
+    harness process (a file editor) keeps to one directory."""
+
+    def helper_prefix(self, writable: Sequence[Path] = ()) -> tuple[str, ...]:
+        """The command prefix that runs a helper confined as ``exec`` runs a command; ``writable``:
+        paths on this machine it may write besides the workspace (its history)."""
+        ...
+
+    @property
+    def confined_to(self) -> Path | None:
+        """The one directory an in-process tool may touch (None: unconfined)."""
+        ...
+
+
 class EpisodeSpec(BaseModel):
     """One episode: which task, seed, model and scaffold, with what limits, writing where."""
 

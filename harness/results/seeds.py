@@ -47,7 +47,7 @@ def seed_statement(sampling: dict[str, Any], seeds: int, runtime: str) -> tuple[
     local = (
         "; on the local runtime each episode's workspace path is in the prompt, so seeds differ in "
         "their prompt too"
-        if runtime == "local" and seeds > 1
+        if runtime in ("local", "bwrap") and seeds > 1
         else ""
     )
     if t > 0:

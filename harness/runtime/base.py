@@ -142,6 +142,9 @@ class SandboxPrep(Protocol):
 
 class Runtime(Protocol):
     name: str
+    images: (
+        bool  # whether its sandboxes run tasks' container images (a task needing one is skipped elsewhere)
+    )
 
     def prepare(self, run_dir: Path, tasks: list[Task], keep: frozenset[str] = frozenset()) -> None:
         """Before any episode: what every episode of this run needs (images), and what killed runs

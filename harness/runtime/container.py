@@ -523,6 +523,7 @@ def _new_ipc_dir(name: str) -> Path:
 
 class ContainerRuntime:
     name = "docker"
+    images = True  # a task's container image is what its sandbox runs
 
     def __init__(
         self,

@@ -131,6 +131,7 @@ class LocalSandbox:
 
 class LocalRuntime:
     name = "local"
+    images = False  # a task's container image is not used here (its tasks run from their directories)
 
     def __init__(self, exports: ExportLimits | None = None) -> None:
         self.exports = exports or ExportLimits()

@@ -235,7 +235,7 @@ def pick_cheats(names: tuple[str, ...]) -> tuple[Cheat, ...]:
 def audit_suite(
     suite_or_path: str,
     *,
-    runtime: Literal["auto", "local", "docker"] = "auto",
+    runtime: str = "auto",
     sandbox: "SandboxConfig | None" = None,
     skip_unsupported: bool = False,
     concurrency: int = 1,
@@ -255,7 +255,7 @@ def audit_suite(
 
     cheats = pick_cheats(cheat)
     rt = make_runtime(runtime, sandbox)
-    confined = rt.name != "local"
+    confined = rt.images
     suite = load_suite(
         suite_or_path,
         images=confined,

@@ -235,7 +235,7 @@ def check_tasks(
 def verify_suite(
     suite_or_path: str,
     *,
-    runtime: Literal["auto", "local", "docker"] = "auto",
+    runtime: str = "auto",
     sandbox: "SandboxConfig | None" = None,
     skip_unsupported: bool = False,
     concurrency: int = 1,
@@ -250,11 +250,11 @@ def verify_suite(
     rt = make_runtime(runtime, sandbox)
     suite = load_suite(
         suite_or_path,
-        images=rt.name == "docker",
+        images=rt.images,
         swebench_images=(sandbox or _default_sandbox()).swebench_images,
     )
     suite = narrow(suite, task, limit, where=suite_or_path)
-    tasks = select_tasks(suite, suite_or_path, skip_unsupported=skip_unsupported, images=rt.name == "docker")
+    tasks = select_tasks(suite, suite_or_path, skip_unsupported=skip_unsupported, images=rt.images)
     allowed = (sandbox or _default_sandbox()).task_env
     if (refused := unnamed_host_var(tasks, allowed)) is not None:
         raise HarnessError(refused)

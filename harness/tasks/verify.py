@@ -12,6 +12,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -73,6 +74,10 @@ _running: set[Leader] = set()  # sessions of the test scripts running now (verif
 _running_lock = threading.Lock()
 
 
+# How a confining runtime runs a script (runtime/bwrap.py): (argv, writable, readable, cwd) -> argv.
+Wrap = Callable[[list[str], Sequence[Path], Sequence[Path], Path], list[str]]
+
+
 def kill_running_tests() -> int:
     """Kill every running test script's session (a stopped run's verification); the processes killed."""
     with _running_lock:
@@ -81,7 +86,12 @@ def kill_running_tests() -> int:
 
 
 def _run(
-    script: Path, workspace: Path, timeout: float, extra_env: dict[str, str]
+    script: Path,
+    workspace: Path,
+    timeout: float,
+    extra_env: dict[str, str],
+    wrap: "Wrap | None" = None,
+    writable: Sequence[Path] = (),
 ) -> tuple[int | None, bool, str]:
     """Run ``script`` in its own session; when it ends (or times out, or the run is stopped),
     everything it left running in that session is killed too (a server started with ``&``).
@@ -93,8 +103,11 @@ def _run(
     workspace = Path(os.path.abspath(workspace))  # $WORKSPACE is read from inside it: absolute
     env = task_env({"WORKSPACE": str(workspace), "PYTHON": _python_with_pytest(), **extra_env})
     with tempfile.TemporaryFile() as out:
+        argv = reaped(["bash", str(script)])  # what it starts ends with it, even in a new session
+        if wrap is not None:  # a confining runtime's sandbox (runtime/bwrap.py)
+            argv = wrap(argv, [workspace, *writable], [script.parent], workspace)
         proc = subprocess.Popen(
-            reaped(["bash", str(script)]),  # what it starts ends with it, even in a new session
+            argv,
             cwd=workspace,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -180,15 +193,19 @@ def score_tests(
     return reward, tail
 
 
-def run_tests(task: Task, workspace: Path, timeout: float | None = None) -> VerifyResult:
+def run_tests(
+    task: Task, workspace: Path, timeout: float | None = None, wrap: "Wrap | None" = None
+) -> VerifyResult:
     """Run tests/test.sh on ``workspace``: in a fresh directory for a native task, in place for a
-    Harbor task (fresh.verify_mode)."""
+    Harbor task (fresh.verify_mode); ``wrap``: how a confining runtime runs the script."""
     if verify_mode(task) == "fresh" and guarded(task):
-        return _run_fresh(task, workspace, timeout or task.limits.verify_timeout_s)
-    return _run_shared(task, workspace, timeout)
+        return _run_fresh(task, workspace, timeout or task.limits.verify_timeout_s, wrap)
+    return _run_shared(task, workspace, timeout, wrap)
 
 
-def _run_shared(task: Task, workspace: Path, timeout: float | None = None) -> VerifyResult:
+def _run_shared(
+    task: Task, workspace: Path, timeout: float | None = None, wrap: "Wrap | None" = None
+) -> VerifyResult:
     """Run tests/test.sh on ``workspace``; hidden tests are copied to a private directory first.
 
     A workspace the agent wrecked (``_wrecked``) is not used in place: the tests run on the
@@ -225,6 +242,8 @@ def _run_shared(task: Task, workspace: Path, timeout: float | None = None) -> Ve
                 # own test command and plugins are Harbor's to choose.
                 "PYTHONPYCACHEPREFIX": str(tmp / "pycache"),
             },
+            wrap,
+            [tmp],
         )
         reward, tail = score_tests(
             code, timed_out, verifier_logs, output, timeout or task.limits.verify_timeout_s
@@ -249,7 +268,7 @@ def _task_python() -> str | None:
     return os.path.abspath(python) if python and os.sep in python else python
 
 
-def _run_fresh(task: Task, workspace: Path, timeout: float) -> VerifyResult:
+def _run_fresh(task: Task, workspace: Path, timeout: float, wrap: "Wrap | None" = None) -> VerifyResult:
     """A native task's tests in a new private directory: a copy of the agent's final workspace
     (its starting files plus what is left, when it wrecked it), the tests, the guarded runner
     (fresh.py, guard.py) and a ``pytest.ini`` above the tests, so that pytest's rootdir search
@@ -284,6 +303,8 @@ def _run_fresh(task: Task, workspace: Path, timeout: float) -> VerifyResult:
                 "TEST_DIR": str(tests),
                 "REWARD_FILE": str(logs / "reward.txt"),
             },
+            wrap,
+            [tmp],
         )
         try:
             written = read_reward(logs)
@@ -315,12 +336,14 @@ def _run_fresh(task: Task, workspace: Path, timeout: float) -> VerifyResult:
     )
 
 
-def run_solution(task: Task, workspace: Path, timeout: float = 300) -> tuple[bool, str]:
+def run_solution(
+    task: Task, workspace: Path, timeout: float = 300, wrap: "Wrap | None" = None
+) -> tuple[bool, str]:
     """Apply the reference solution in ``workspace``; (ok, output tail)."""
     if not task.solution.is_file():
         return False, f"{task.solution} is missing"
     if task.container is None:
-        code, timed_out, output = _run(task.solution, workspace, timeout, {})
+        code, timed_out, output = _run(task.solution, workspace, timeout, {}, wrap)
         return code == 0 and not timed_out, output[-2000:]
     with tempfile.TemporaryDirectory(prefix=f"solve-{task.id}-") as tmp_name:
         tmp = Path(tmp_name)
@@ -331,5 +354,7 @@ def run_solution(task: Task, workspace: Path, timeout: float = 300) -> tuple[boo
             workspace,
             timeout,
             {**_container_env(task, paths), **task.solution_env},
+            wrap,
+            [tmp],
         )
     return code == 0 and not timed_out, output[-2000:]

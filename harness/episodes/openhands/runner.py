@@ -17,7 +17,7 @@ from harness.episodes.openhands.driver import kill_running_shells, run_sdk_episo
 from harness.episodes.scaffold import Scaffold
 from harness.monitor import LoopConfig
 from harness.runtime.container import ContainerSandbox
-from harness.seam import EpisodeOutcome, EpisodeSpec, ModelEndpoint, Sandbox
+from harness.seam import EpisodeOutcome, EpisodeSpec, LocalHelpers, ModelEndpoint, Sandbox
 
 
 class OpenHandsRunner:
@@ -48,11 +48,19 @@ class OpenHandsRunner:
             except Exception as exc:  # the sandbox never came up: the episode errors, the run goes on
                 tools.close()
                 return failed_outcome("the sandbox's tools did not start", exc, started)
+        params = tools.params() if tools else {}
+        if isinstance(sandbox, LocalHelpers):  # a confining sandbox: the shell and the editor kept in it
+            history = spec.out_dir / "shell"
+            history.mkdir(parents=True, exist_ok=True)
+            params = {
+                "terminal": {"confine": list(sandbox.helper_prefix([history])), "history_dir": str(history)},
+                "file_editor": {"confine_to": str(sandbox.confined_to or workspace)},
+            }
         try:
             return run_sdk_episode(
                 instruction=spec.instruction,
                 workspace=workspace,
-                tool_params=tools.params() if tools else {},
+                tool_params=params,
                 sandbox_failure=tools.failure if tools else None,
                 base_url=endpoint.openai_url,
                 model=endpoint.name,

@@ -57,6 +57,7 @@ import harness.episodes.openhands._sdk_env  # noqa: F401  sets the SDK's environ
 
 # isort: split
 from openhands.sdk.io import LocalFileStore
+from openhands.sdk.tool import ToolExecutor
 from openhands.sdk.tool.schema import Schema
 from openhands.tools.terminal import TerminalTool
 
@@ -74,18 +75,27 @@ def create_local_terminal(conv_state: "ConversationState", **params: Any) -> Seq
     (the scaffold's); any other set-up gets the SDK's executor. The tool itself is the SDK's
     ``TerminalTool``: same schema, description and recorded kind.
 
+    ``confine`` (a command prefix) and ``history_dir``: a sandbox that confines its processes
+    (runtime/bwrap.py) starts the shell under its prefix, its history in a directory the prefix
+    lets it write; without them the shell gets a PID namespace of its own (procs.py).
+
     Reached only through tool_specs.py's entry for a spec of the OpenHands runner's.
     """
+    confine = params.pop("confine", None)
+    history_dir = params.pop("history_dir", None)
     if params.get("terminal_type") != "subprocess" or len(params) > 1:  # other set-ups: the SDK's tool
         return TerminalTool.create(conv_state, **params)
     require("openhands-tools", "TerminalExecutor's private state (ReadyTerminalExecutor, ready_terminal.py)")
     from harness.runtime.procs import own_pid_namespace
 
+    prefix = tuple(confine) if confine else own_pid_namespace()  # its kills reach only what it started
     executor = ReadyTerminalExecutor(
         conv_state.workspace.working_dir,
         full_output_save_dir=conv_state.env_observation_persistence_dir,
-        history_file=_in_episode(conv_state, "bash_history"),
-        confine=_confined_with_terminal(own_pid_namespace()),  # its kills reach only what it started
+        history_file=str(Path(history_dir) / "bash_history")
+        if history_dir
+        else _in_episode(conv_state, "bash_history"),
+        confine=_confined_with_terminal(prefix),
     )
     return TerminalTool.create(conv_state, executor=executor)
 
@@ -109,7 +119,35 @@ def _in_episode(conv_state: "ConversationState", name: str) -> str | None:
     return str(Path(root) / name) if root else None
 
 
-def create_local_file_editor(conv_state: "ConversationState") -> Sequence[Any]:
+class WorkspaceOnlyEditor(ToolExecutor):  # type: ignore[type-arg]
+    """The file editor of a confined sandbox: a path that resolves outside the workspace (a symlink
+    followed, ``..``) is refused with an error observation; everything else goes to the SDK's."""
+
+    def __init__(self, inner: Any, root: Path) -> None:
+        self.inner = inner
+        self.root = Path(os.path.realpath(root))
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def __call__(self, action: Any, conversation: Any = None) -> Any:
+        from openhands.tools.file_editor.definition import FileEditorObservation
+
+        where = Path(os.path.realpath(str(action.path)))
+        if where != self.root and self.root not in where.parents:
+            return FileEditorObservation.from_text(
+                text=f"{action.path} is outside the workspace ({self.root}): this sandbox confines the "
+                "file editor to it",
+                command=action.command,
+                is_error=True,
+            )
+        return self.inner(action, conversation)
+
+    def __getattr__(self, name: str) -> Any:  # the SDK reads the editor's own attributes (editor, close)
+        return getattr(self.inner, name)
+
+
+def create_local_file_editor(conv_state: "ConversationState", confine_to: str | None = None) -> Sequence[Any]:
     """The SDK's ``FileEditorTool.create``, with the editor's undo history inside the episode.
 
     The SDK's editor makes a ``/tmp/oh_editor_history_*`` folder of its own on creation, which
@@ -137,6 +175,8 @@ def create_local_file_editor(conv_state: "ConversationState") -> Sequence[Any]:
             max_history_per_file=manager.max_history_per_file, history_dir=history
         )
         shutil.rmtree(manager.cache.directory, ignore_errors=True)
+    if confine_to is not None:
+        return [tool.set_executor(WorkspaceOnlyEditor(tool.executor, Path(confine_to))) for tool in tools]
     return tools
 
 

@@ -87,7 +87,7 @@ class _FileEditor(FileEditorTool):
             return FileEditorTool.create(conv_state, **params)
         sandbox = _sandbox(harness)
         if sandbox is None:
-            return create_local_file_editor(conv_state)
+            return create_local_file_editor(conv_state, confine_to=params.get("confine_to"))
         return create_remote_file_editor(conv_state, sandbox)
 
 
