@@ -411,7 +411,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.base_url:
         if not args.served_model:
             raise HarnessError("--base-url needs --served-model NAME (the model name the server serves)")
-        from harness.server.endpoint import check_base_url
+        from harness.server.base_url import check_base_url
 
         try:
             check_base_url(args.base_url)

@@ -179,7 +179,7 @@ class EvalConfig(BaseModel):
     @field_validator("base_url")
     @classmethod
     def _base_url_usable(cls, value: str | None) -> str | None:
-        from harness.server.endpoint import check_base_url
+        from harness.server.base_url import check_base_url
 
         return None if value is None else check_base_url(value)
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from harness.seam import ModelEndpoint
 
 if TYPE_CHECKING:
-    from harness.evaluate import EvalConfig
+    from harness.eval_config import EvalConfig
     from harness.rollout import Finished, Pending, Rollout
 
 

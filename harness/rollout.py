@@ -43,7 +43,7 @@ from harness.tasks.harbor_config import StepSpec
 from harness.tasks.steps import STEPS_DIR, StepResult, run_steps, step_task
 
 if TYPE_CHECKING:
-    from harness.evaluate import EvalConfig
+    from harness.eval_config import EvalConfig
     from harness.proxy import EpisodeWatch
 
 # Retries of an episode that failed because of the infrastructure, each after the endpoint is

@@ -10,7 +10,7 @@ from harness import provenance
 from harness.results.store import RunManifest, RunStore
 
 if TYPE_CHECKING:
-    from harness.evaluate import EvalConfig
+    from harness.eval_config import EvalConfig
     from harness.rollout import Arm
     from harness.seam import ModelEndpoint
     from harness.tasks import Task

@@ -16,7 +16,7 @@ from harness.replay.server import ReplayServer
 from harness.seam import ServerFacts
 
 if TYPE_CHECKING:
-    from harness.evaluate import EvalConfig
+    from harness.eval_config import EvalConfig
 
 PREFIX = "replay:"
 

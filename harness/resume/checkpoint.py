@@ -35,7 +35,8 @@ from typing import IO, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from harness.resume.files import DATA, CheckpointUnusable, FileSnapshots, part_end, part_exists, snapshots_for
+from harness.resume.files import DATA, CheckpointUnusable, FileSnapshots, part_end, part_exists
+from harness.resume.snapshots import snapshots_for
 from harness.runtime.export_caps import ExportLimit, remove_tree
 from harness.seam import ResumeState
 

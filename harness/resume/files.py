@@ -417,21 +417,6 @@ def _said_sum(output: str) -> tuple[bool | None, str | None]:
     return None, None
 
 
-def snapshots_for(sandbox: Sandbox) -> FileSnapshots:
-    """A local workspace read directly; a container with a shared directory through the watcher
-    inside it; any other sandbox through its verbs."""
-    from harness.resume.daemon_files import DaemonFiles
-    from harness.runtime.container import ContainerSandbox
-    from harness.runtime.local import LocalSandbox
-
-    if isinstance(sandbox, LocalSandbox):
-        return LocalFiles(Path(sandbox.workdir), sandbox.exports)
-    limits = getattr(getattr(sandbox, "runtime", None), "exports", None)
-    if isinstance(sandbox, ContainerSandbox) and sandbox.channel is not None:
-        return DaemonFiles(sandbox, limits)
-    return SandboxFiles(sandbox, limits)
-
-
 __all__ = [
     "DATA",
     "CheckpointUnusable",
@@ -441,5 +426,4 @@ __all__ = [
     "append_part",
     "part_end",
     "part_exists",
-    "snapshots_for",
 ]

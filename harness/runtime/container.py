@@ -44,7 +44,7 @@ from harness.progress import console
 from harness.runtime.base import ContainerLimits, SandboxConfig, SandboxPrep
 from harness.runtime.container_exec import exec_capped
 from harness.runtime.container_files import export_dir, extract_tar, put_dir, put_file, stage_name
-from harness.runtime.container_verify import ExportedSandbox, verifier_name, verify_fresh
+from harness.runtime.container_verify import verifier_name, verify_fresh
 from harness.runtime.engine import containers_now
 from harness.runtime.export_caps import ExportLimit, ExportLimits
 from harness.runtime.images import ensure_sandbox_image
@@ -828,6 +828,12 @@ class ContainerRuntime:
         with self._lock:
             self._removing = [t for t in self._removing if t.is_alive()] + [thread]
 
+    def new_verifier(self, task: Task, image: str, env: dict[str, str]) -> "Container":
+        """A started container for a separate verifier: ``image`` with ``env`` (separate_verify.py)."""
+        return self._create(
+            task, verifier_name(self._run), VERIFIER, None, fit=False, phase="verifier", image=image, env=env
+        )
+
     def verifier(self, task: Task) -> "Container":
         """A new running container from the task's image for one verification (one started ahead
         when there is one: see expect_verifications)."""
@@ -960,6 +966,22 @@ def _owner(user: str) -> tuple[int, int]:
     """A ``uid:gid`` (or ``0``) as the owner of files copied in."""
     uid, _, gid = user.partition(":")
     return int(uid), int(gid or uid)
+
+
+class ExportedSandbox:
+    """An episode whose rollout is over and whose files were exported: verified in a fresh
+    container; nothing else is done with it (Runtime.reopen's Verifiable)."""
+
+    def __init__(self, runtime: "ContainerRuntime", task: Task, episode_dir: Path) -> None:
+        self.runtime, self.task, self._episode_dir = runtime, task, episode_dir
+
+    def verify(self) -> VerifyResult:
+        if self.task.harbor is not None and self.task.harbor.verifier_mode == "separate":
+            return verify_separate(self.runtime, self.task, self._episode_dir)
+        return verify_fresh(self.runtime, self.task, self._episode_dir / "workspace", self._episode_dir)
+
+    def close(self) -> None:
+        pass
 
 
 def make_runtime(config: SandboxConfig) -> ContainerRuntime:

@@ -19,7 +19,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from harness.runtime.container_exec import exec_capped
 from harness.runtime.container_files import export_dir, extract_tar, stage_name, tar_tree
@@ -41,7 +41,19 @@ from harness.tasks.verify import score_tests
 if TYPE_CHECKING:
     from docker.models.containers import Container
 
-    from harness.runtime.container import ContainerRuntime
+
+class VerifierHost(Protocol):
+    """What a fresh verification needs of its runtime (runtime/container.py's ContainerRuntime,
+    which imports this module: a protocol here, not the class, keeps the two out of a circle)."""
+
+    def verifier(self, task: Task) -> "Container": ...
+
+    def verifying(self, container: "Container", running: bool) -> None: ...
+
+    def remove_later(self, container: "Container") -> None: ...
+
+    def workdir(self, task: Task) -> str: ...
+
 
 AGENT_UID = 1000
 # A native task's tests, as ``agent``: $1 the time limit. The tests' output on stderr, then the
@@ -78,7 +90,7 @@ def _guard_files(tmp: Path) -> Path:
     return dest
 
 
-def verify_fresh(runtime: "ContainerRuntime", task: Task, workspace: Path, episode_dir: Path) -> VerifyResult:
+def verify_fresh(runtime: "VerifierHost", task: Task, workspace: Path, episode_dir: Path) -> VerifyResult:
     """The task's tests on ``workspace`` (the agent's exported final files) in a new container."""
     start = time.monotonic()
     timeout = task.limits.verify_timeout_s
@@ -108,7 +120,7 @@ def verify_fresh(runtime: "ContainerRuntime", task: Task, workspace: Path, episo
 
 
 def _run_native(
-    runtime: "ContainerRuntime",
+    runtime: "VerifierHost",
     container: "Container",
     task: Task,
     workspace: Path,
@@ -143,7 +155,7 @@ def _run_native(
 
 
 def _run_as_root(
-    runtime: "ContainerRuntime", container: "Container", task: Task, workspace: Path, timeout: float
+    runtime: "VerifierHost", container: "Container", task: Task, workspace: Path, timeout: float
 ) -> tuple[int, bytes, CappedBytes]:
     stage = stage_name()
     keep = ".git" if is_swebench(task) else ""
@@ -214,24 +226,6 @@ def _result(
         mode="fresh",
         output=output,
     )
-
-
-class ExportedSandbox:
-    """An episode whose rollout is over and whose files were exported: verified in a fresh
-    container; nothing else is done with it (Runtime.reopen's Verifiable)."""
-
-    def __init__(self, runtime: "ContainerRuntime", task: Task, episode_dir: Path) -> None:
-        self.runtime, self.task, self._episode_dir = runtime, task, episode_dir
-
-    def verify(self) -> VerifyResult:
-        if self.task.harbor is not None and self.task.harbor.verifier_mode == "separate":
-            from harness.runtime.separate_verify import verify_separate
-
-            return verify_separate(self.runtime, self.task, self._episode_dir)
-        return verify_fresh(self.runtime, self.task, self._episode_dir / "workspace", self._episode_dir)
-
-    def close(self) -> None:
-        pass
 
 
 def verifier_name(run: str) -> str:

@@ -18,11 +18,11 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from harness.runtime.container_exec import exec_capped
 from harness.runtime.container_files import export_dir, extract_safe, extract_tar, tar_tree
-from harness.runtime.container_verify import verifier_name
+from harness.runtime.container_verify import VerifierHost
 from harness.tasks import Task, VerifyResult
 from harness.tasks.harbor import LOGS_DIR, TESTS_DIR
 from harness.tasks.verify import score_tests
@@ -30,7 +30,18 @@ from harness.tasks.verify import score_tests
 if TYPE_CHECKING:
     from docker.models.containers import Container
 
-    from harness.runtime.container import ContainerRuntime
+
+class SeparateHost(VerifierHost, Protocol):
+    """What a separate verifier needs of its runtime (ContainerRuntime, as for VerifierHost)."""
+
+    def verifier_image(self, task: Task) -> tuple[str, bool]: ...
+
+    def verifier_env(self, task: Task) -> dict[str, str]: ...
+
+    def image_workdir(self, ref: str) -> str: ...
+
+    def new_verifier(self, task: Task, image: str, env: dict[str, str]) -> "Container": ...
+
 
 ARTIFACTS = "artifacts"  # under the episode directory
 # $1 the working directory, $2 whether tests were uploaded (1) or are in the image (0), then the command.
@@ -85,7 +96,7 @@ def _artifact_parts(root: Path, sources: tuple[str, ...]) -> list[tuple[Path | N
     return parts
 
 
-def verify_separate(runtime: "ContainerRuntime", task: Task, episode_dir: Path) -> VerifyResult:
+def verify_separate(runtime: "SeparateHost", task: Task, episode_dir: Path) -> VerifyResult:
     """The task's tests in a new container of its verifier image, with the collected artifacts."""
     start = time.monotonic()
     timeout = task.limits.verify_timeout_s
@@ -93,9 +104,7 @@ def verify_separate(runtime: "ContainerRuntime", task: Task, episode_dir: Path) 
     assert spec is not None
     image, bundled = runtime.verifier_image(task)
     env = runtime.verifier_env(task)
-    container = runtime._create(
-        task, verifier_name(runtime._run), "verify", None, fit=False, phase="verifier", image=image, env=env
-    )
+    container = runtime.new_verifier(task, image, env)
     runtime.verifying(container, True)
     try:
         with tempfile.TemporaryDirectory(prefix="harness-separate-") as tmp_name:

@@ -17,50 +17,18 @@ import httpx
 
 from harness.errors import HarnessError
 from harness.seam import ModelEndpoint, ServerFacts
+from harness.server.base_url import openai_url
 from harness.server.config import ServerConfig
 from harness.server.metrics_records import MetricsSample
 from harness.server.process import VLLMServer
 
 if TYPE_CHECKING:
-    from harness.evaluate import EvalConfig
+    from harness.eval_config import EvalConfig
 
 __all__ = ["ExternalEndpoint", "ManagedEndpoint", "ModelEndpoint", "group_by_server", "share_servers"]
 
 # On a stop signal the server goes down at once: requests in flight are abandoned anyway.
 _STOP_GRACE_S = 3.0
-
-
-def check_base_url(url: str) -> str:
-    """``url`` when the OpenAI client can use it as a base URL; else ValueError saying what to
-    give. The client joins ``/chat/completions`` to the path and drops a query string or a
-    fragment, so ``?token=`` would fail every request with a 404 and no word of why."""
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 (a port that is not a number raises here)
-    except ValueError as exc:
-        raise ValueError(f"{url!r} is not a URL ({exc})") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{url!r} is not an http(s) URL with a host, e.g. http://127.0.0.1:8000/v1")
-    if parts.query or parts.fragment:
-        raise ValueError(
-            f"{url!r} has a query string or fragment, which the OpenAI client drops from every request; "
-            "give the server's base URL alone (an API key goes in --api-key)"
-        )
-    path = parts.path.rstrip("/")
-    if "/v1/" in path + "/" and not path.endswith("/v1"):
-        raise ValueError(
-            f"{url!r} goes past the API's base: give the URL that ends in /v1 (the client adds "
-            "/chat/completions itself)"
-        )
-    return url
-
-
-def openai_url(base_url: str) -> str:
-    """``base_url`` with ``/v1`` at its end exactly once (users pass either form)."""
-    url = base_url.rstrip("/")
-    return url if url.endswith("/v1") else f"{url}/v1"
 
 
 class ExternalEndpoint:
