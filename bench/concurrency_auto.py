@@ -89,12 +89,12 @@ def gpu_sentence() -> str:
     """The batch a 7B model can run on an H100 at a 32k context, against a 16-core node's sandboxes."""
     import json
 
-    from harness.admission.start import HostRoom, auto_start, sandbox_capacity
+    from harness.admission.start import HostRoom, auto_start, memory_room
     from harness.server.memory import plan_memory
 
     config = json.loads((REPO / "tests/data/configs/qwen2.5-7b-instruct/config.json").read_text())
     plan = plan_memory(config, gpu="h100", max_model_len=32768)
-    boxes, why = sandbox_capacity(HostRoom(cores=16, memory_gib=100), 2.0, 4.0)
+    boxes, why = memory_room(HostRoom(cores=16, memory_gib=100), 4.0)
     start = auto_start(
         sandboxes=boxes,
         sandbox_why=why,
@@ -104,11 +104,12 @@ def gpu_sentence() -> str:
     return (
         f"On an H100 a 7B model (Qwen2.5-7B, 32k context) holds {plan.full_sequences} full-length sequences "
         f"({plan.kv_tokens:,} KV tokens) and runs up to {plan.recommended_max_num_seqs} at once; "
-        f"--concurrency 1 keeps 1 of them busy. On a 16-core node with 2 CPUs per sandbox, auto starts at "
-        f"{start.start} and may reach {start.cap}: there the sandboxes, not the GPU, decide, so give episodes "
-        "fewer CPUs or more nodes (Ray) to fill the batch. A GPU decode step reads the weights once for the "
-        "whole batch, so tokens/s grows almost with the batch while it is a few dozen sequences: auto's ratio to "
-        "--concurrency 1 there can approach the batch it runs, far above what 2 CPU cores give here."
+        f"--concurrency 1 keeps 1 of them busy. On a 16-core node with 100 GiB free and 4 GiB per sandbox, auto "
+        f"starts at {start.start} (the sandboxes' CPU limits count nothing) and grows while the node's cores and "
+        "memory have room and the turn rate rises, up to its cap of "
+        f"{start.cap}. A GPU decode step reads the weights once for the whole batch, so tokens/s grows almost "
+        "with the batch while it is a few dozen sequences: auto's ratio to --concurrency 1 there can approach "
+        "the batch it runs, far above what 2 CPU cores give here."
     )
 
 
