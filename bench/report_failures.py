@@ -123,9 +123,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=100_000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument(
+        "--keep", type=Path, help="write the run here and keep it (to time another commit's report on it)"
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp) / "run"
+        root = args.keep or Path(tmp) / "run"
         write(root, args.records)
         print(
             f"episodes.jsonl: {args.records} records, {(root / 'episodes.jsonl').stat().st_size / 2**20:.1f} MiB"

@@ -276,6 +276,9 @@ def test_server_use_time_to_first_token_and_what_an_empty_batch_should_change(tm
     why = t.diagnosis()
     assert why is not None and why.startswith("the batch was mostly empty: 0.9 of 8 sequences running")
     assert "--concurrency auto stayed at its cap of 2" in why and why in t.headline_notes()
+    held = [{**d, "cap": 64} for d in capped]  # under its cap: the host or the rate held it, not the cap
+    under = load_timeline(one_auto_server(tmp_path / "held", held))
+    assert under is not None and "--concurrency auto held it there" in (under.diagnosis() or "")
     fixed = load_timeline(one_auto_server(tmp_path / "fixed", None))
     assert fixed is not None and (fixed.diagnosis() or "").endswith(
         "raise --concurrency, or use --concurrency auto"

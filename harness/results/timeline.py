@@ -133,11 +133,12 @@ class Timeline(BaseModel):
             and (self.kv_p95 is None or self.kv_p95 < 0.5)
         ):
             capped = self._auto_capped()
-            change = (
-                f"--concurrency auto stayed at its cap of {capped} (--max-concurrency): raise it"
-                if capped
-                else "raise --concurrency, or use --concurrency auto"
-            )
+            if capped:
+                change = f"--concurrency auto stayed at its cap of {capped} (--max-concurrency): raise it"
+            elif self.admission is not None and not self.admission.empty:
+                change = "--concurrency auto held it there (what decided is said below); --concurrency N fixes it"
+            else:
+                change = "raise --concurrency, or use --concurrency auto"
             return (
                 f"the batch was mostly empty: {self.mean_running_busy:.1f} of {self.max_num_seqs} sequences running "
                 f"on average while busy (KV cache p95 {100 * (self.kv_p95 or 0):.0f}%); {change}"
