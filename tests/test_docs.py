@@ -33,7 +33,9 @@ def test_the_site_builds_strict_and_the_cli_reference_is_the_parser_s_help(tmp_p
 def test_the_readme_is_short_and_holds_the_two_set_up_commands() -> None:
     readme = (REPO / "README.md").read_text()
     assert len(readme.encode()) <= 15 * 1024, len(readme.encode())
-    assert "scripts/bootstrap && .venv/bin/harness eval --model smollm2-135m --seeds 1 --tasks smoke" in readme
+    assert (
+        "scripts/bootstrap && .venv/bin/harness eval --model smollm2-135m --seeds 1 --tasks smoke" in readme
+    )
     assert "scripts/bootstrap --tests && .venv/bin/python -m pytest -n 2" in readme
     ci = (REPO / ".ci" / "run").read_text()
     assert "scripts/bootstrap --tests && .venv/bin/python -m pytest -n 2" in ci

@@ -136,7 +136,9 @@ class Timeline(BaseModel):
             if capped:
                 change = f"--concurrency auto stayed at its cap of {capped} (--max-concurrency): raise it"
             elif self.admission is not None and not self.admission.empty:
-                change = "--concurrency auto held it there (what decided is said below); --concurrency N fixes it"
+                change = (
+                    "--concurrency auto held it there (what decided is said below); --concurrency N fixes it"
+                )
             else:
                 change = "raise --concurrency, or use --concurrency auto"
             return (
