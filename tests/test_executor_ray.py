@@ -184,7 +184,10 @@ def test_a_ray_episode_checkpoints_on_the_driver_and_a_rerun_resumes_it(
 
     run = tmp_path / "run"
     ray_flags = ("--executor", "ray", "--ray-address", cluster.address)
-    with ReplayServer(script("openhands-codeact")) as server:
+    # Call AT answered after 8 s: the stop goes driver -> mailbox actor -> the node's task (polled
+    # every 0.2 s) while it is in flight, however loaded the machine (0.4 s, every call's delay,
+    # was not enough once: fresh2's checkpoint came at turn 7). Well inside the 20 s grace.
+    with ReplayServer(script("openhands-codeact", slow_at=(AT, 8.0))) as server:
         proc = subprocess.Popen(
             eval_argv(run, server.base_url, "openhands-codeact", "local", *ray_flags),
             cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,

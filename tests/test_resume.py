@@ -30,9 +30,14 @@ def command(i: int) -> str:
     return f"echo line{i} >> log.txt" + (" && echo 'Hello, world!' > hello.txt" if i == 5 else "")
 
 
-def script(scaffold: str, delay: float = 0.4, hang_at: int | None = None) -> ReplayScript:
+def script(
+    scaffold: str, delay: float = 0.4, hang_at: int | None = None, slow_at: tuple[int, float] | None = None
+) -> ReplayScript:
+    """``slow_at``: (turn, seconds) the answer to that turn's call takes (a stop that has to travel
+    further than this process, to a Ray node, lands while it is in flight)."""
+
     def step(i: int) -> ScriptedResponse:
-        wait = 300.0 if i == hang_at else delay
+        wait = 300.0 if i == hang_at else slow_at[1] if slow_at and i == slow_at[0] else delay
         if scaffold == "openhands-codeact":
             call = ScriptedCall(name="terminal", arguments={"command": command(i)})
             return ScriptedResponse(content=f"Step {i}.", tool_calls=[call], delay=wait)
