@@ -66,7 +66,9 @@ _ESCAPES = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 def _shown(observation: str, command: str) -> str:
     """An observation as a reader sees it: whether a pty echoes the typed command depends on when
     bash's readline takes the terminal back (timing under load), not on what the command did."""
-    text = _ESCAPES.sub("", observation)
+    # Blank lines before it too: an Enter's empty prompt line echoed late (fresh3, under load: the
+    # observation was "\n\necho line-0\nline-0", its own output, on time).
+    text = _ESCAPES.sub("", observation).lstrip("\n")
     return text.removeprefix(command + "\n").strip()
 
 
