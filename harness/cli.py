@@ -68,6 +68,13 @@ def _default_run_dir(kind: str) -> Path:
 def cmd_server_setup(args: argparse.Namespace) -> int:
     from harness.server.environment import server_python, setup_server_environment
 
+    if args.gpu_host:
+        from harness.server.remote.setup import setup_on_host
+
+        if args.extra or args.vllm_python:
+            raise HarnessError("--gpu-host: --extra and --vllm-python are for this machine's environment")
+        setup_on_host(args.gpu_host, ssh_config=args.ssh_config, force=args.force)
+        return 0
     if args.vllm_python:
         out.print(f"using existing vLLM environment: {server_python(args.vllm_python)}")
         return 0
@@ -112,12 +119,17 @@ def cmd_runtime_prune(args: argparse.Namespace) -> int:
 def cmd_inspect(args: argparse.Namespace) -> int:
     from harness.server.checkpoint import inspect_checkpoint
 
-    ckpt = inspect_checkpoint(
-        args.model,
-        base_model=args.base_model,
-        tool_call_parser=args.tool_call_parser,
-        chat_template=args.chat_template,
-    )
+    if args.gpu_host:
+        _, ckpt, _ = _on_gpu_host(
+            args, tool_call_parser=args.tool_call_parser, chat_template=args.chat_template
+        )
+    else:
+        ckpt = inspect_checkpoint(
+            args.model,
+            base_model=args.base_model,
+            tool_call_parser=args.tool_call_parser,
+            chat_template=args.chat_template,
+        )
     data = ckpt.model_dump(mode="json", exclude={"config"})
     if args.json:
         print(json.dumps(data, indent=2))
@@ -129,13 +141,39 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _on_gpu_host(args: argparse.Namespace, **options: Any) -> tuple[dict[str, Any], Any, Any]:
+    """inspect's and plan's --gpu-host: (the host's facts, the checkpoint there, its base's shadow here)."""
+    import tempfile
+
+    from harness.server.config import build_config
+    from harness.server.remote.server import checkpoint_on_host
+    from harness.server.remote.ssh import SSHHost
+
+    cfg = build_config(
+        model=args.model,
+        base_model=args.base_model,
+        gpu_host=args.gpu_host,
+        ssh_config=args.ssh_config,
+        **options,
+    )
+    shadow = Path(tempfile.mkdtemp(prefix="harness-shadow-"))
+    with SSHHost(args.gpu_host, config_file=args.ssh_config) as ssh:
+        return checkpoint_on_host(ssh, cfg, shadow)
+
+
 # ---- harness plan ----------------------------------------------------------------------------
 def cmd_plan(args: argparse.Namespace) -> int:
     from harness.server.checkpoint import locate_checkpoint, read_json
     from harness.server.memory import GiB, plan_memory
 
     path = Path(args.model)
-    if path.is_file() and path.name.endswith(".json"):
+    if args.gpu_host:
+        from harness.server.remote.server import host_gpu
+
+        facts, ckpt, shadow = _on_gpu_host(args)
+        config, model_dir, name = ckpt.config, shadow.base_path, f"{args.model} on {args.gpu_host}"
+        args.gpu = args.gpu or host_gpu(facts)
+    elif path.is_file() and path.name.endswith(".json"):
         config, model_dir, name = read_json(path, "config.json"), None, str(path)
     else:
         located = locate_checkpoint(args.model, base_model=args.base_model)
@@ -284,15 +322,17 @@ def _plan_replicas(
 
 # ---- harness serve ---------------------------------------------------------------------------
 def cmd_serve(args: argparse.Namespace) -> int:
-    from harness.server import ServerConfig, VLLMServer, build_config
+    from harness.server import ServerConfig, build_config
+    from harness.server.factory import vllm_server
     from harness.server.probe import describe_reply, probe_request
 
     config = build_config(**model_values(args, ServerConfig))
-    server = VLLMServer(config, run_dir=args.run_dir or _default_run_dir("serve"))
+    server = vllm_server(config, run_dir=args.run_dir or _default_run_dir("serve"))
     with server:
         ckpt = server.checkpoint
         assert ckpt is not None
-        out.print(f"[bold]vLLM server[/] PID {server.pid} serving {', '.join(server.served_names)}")
+        where = f" on {config.gpu_host} (through an SSH tunnel)" if config.gpu_host else ""
+        out.print(f"[bold]vLLM server[/] PID {server.pid}{where} serving {', '.join(server.served_names)}")
         out.print(f"  base URL : {server.base_url}/v1")
         out.print(f"  API key  : {server.api_key}")
         out.print(f"  log      : {server.log_path}")
@@ -404,7 +444,7 @@ def cmd_proxy(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     from harness.episodes.check import CheckReport, run_checks
     from harness.episodes.scaffold import load_scaffold
-    from harness.server import ServerConfig, VLLMServer, build_config
+    from harness.server import ServerConfig, build_config
 
     scaffold = load_scaffold(args.scaffold)
     report: CheckReport
@@ -427,7 +467,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         if not args.model:
             raise HarnessError("pass --model CKPT (a server is started for the check) or --base-url URL")
         values = model_values(args, ServerConfig) | {"idle_timeout": 0.0}
-        server = VLLMServer(build_config(**values), run_dir=args.run_dir or _default_run_dir("check"))
+        from harness.server.factory import vllm_server
+
+        server = vllm_server(build_config(**values), run_dir=args.run_dir or _default_run_dir("check"))
         with server:
             assert server.checkpoint is not None
             report = run_checks(
@@ -945,6 +987,15 @@ def cmd_scaffold_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gpu_host_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--gpu-host",
+        metavar="HOST",
+        help="the checkpoint is on HOST (reached over SSH): paths are paths there",
+    )
+    parser.add_argument("--ssh-config", type=Path, metavar="FILE", help="SSH config file for --gpu-host")
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The whole command line; ``command``, the subcommand about to be parsed, leaves out the flags
     that only other commands take from EvalConfig (importing harness.evaluate costs ~0.2 s of CPU,
@@ -966,6 +1017,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         "--extra", action="append", metavar="PKG", help="also install PKG into it (repeatable)"
     )
     setup.add_argument("--vllm-python", type=Path, help="check and use an existing environment instead")
+    setup.add_argument(
+        "--gpu-host", metavar="HOST", help="prepare it (and the bundled models) on HOST over SSH instead"
+    )
+    setup.add_argument("--ssh-config", type=Path, metavar="FILE", help="SSH config file for --gpu-host")
     setup.set_defaults(func=cmd_server_setup)
 
     runtime = sub.add_parser("runtime", help="container engine and sandbox image for episodes")
@@ -1036,6 +1091,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     plan.add_argument("--nodes", type=int, metavar="M", help="... spread evenly over M nodes [default: 1]")
     plan.add_argument("--json", action="store_true", help="print the plan as JSON")
+    _gpu_host_flags(plan)
     plan.set_defaults(func=cmd_plan)
 
     insp = sub.add_parser("inspect", help="show how a checkpoint would be served (family, parser, template)")
@@ -1044,6 +1100,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     insp.add_argument("--tool-call-parser", help="override the tool-call parser")
     insp.add_argument("--chat-template", type=Path, help="override the chat template")
     insp.add_argument("--json", action="store_true", help="print JSON")
+    _gpu_host_flags(insp)
     insp.set_defaults(func=cmd_inspect)
 
     ev = sub.add_parser("eval", help="run agent episodes on a task suite, verify them, summarise")

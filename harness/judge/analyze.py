@@ -228,9 +228,10 @@ def _open_judge(config: AnalyzeConfig, root: Path, stack: ExitStack) -> _Endpoin
             )
         key = config.api_key or "EMPTY"
         return _Endpoint(url=url, key=key, model=config.judge_model or _endpoint_model(url, key))
-    from harness.server import VLLMServer, build_config
+    from harness.server import build_config
+    from harness.server.factory import vllm_server
 
-    server = stack.enter_context(VLLMServer(build_config(model=config.judge), run_dir=root / "analysis"))
+    server = stack.enter_context(vllm_server(build_config(model=config.judge), run_dir=root / "analysis"))
     assert server.checkpoint is not None
     return _Endpoint(url=f"{server.base_url}/v1", key=server.api_key, model=server.checkpoint.request_model)
 

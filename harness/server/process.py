@@ -173,8 +173,51 @@ class VLLMServer:
         names = [self.checkpoint.served_name]
         return names + ([self.checkpoint.adapter_name] if self.checkpoint.adapter_name else [])
 
+    def launched(self) -> bool:
+        """Whether a server process was started (and not forgotten by a restart)."""
+        return self._proc is not None
+
+    def exit_code(self) -> int | None:
+        """The server process's exit status; None while it runs or before it was started."""
+        return self._proc.poll() if self._proc is not None else None
+
     def is_running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        return self.launched() and self.exit_code() is None
+
+    def how_it_ended(self) -> str:
+        """Why the server process is gone, for the stop reason: its exit code here."""
+        return f"exit code {self.exit_code()}"
+
+    def local_pids(self) -> set[int]:
+        """The server's processes on this machine (the API server and its children): empty while
+        it is down, and for a server on another host."""
+        if self._proc is None or self._proc.poll() is not None:
+            return set()
+        try:
+            return {self._proc.pid, *(c.pid for c in psutil.Process(self._proc.pid).children(recursive=True))}
+        except psutil.Error:
+            return set()
+
+    def environment_python(self) -> str:
+        """The interpreter of the environment that runs vLLM (for the manifest)."""
+        return str(server_python(self.config.vllm_python))
+
+    def describe_checkpoint(self) -> dict[str, Any]:
+        """The checkpoint's identity, template and parser in force (for the manifest)."""
+        from harness.provenance import describe_checkpoint
+
+        assert self.checkpoint is not None
+        return describe_checkpoint(self.checkpoint)
+
+    def environment_versions(self) -> dict[str, Any]:
+        """vLLM's, torch's and transformers' versions there (for the manifest)."""
+        from harness.provenance import server_versions
+
+        return server_versions(self.environment_python())
+
+    def host_facts(self) -> dict[str, Any] | None:
+        """The machine the server runs on, where it is not this one (the manifest's server facts)."""
+        return None
 
     def _find_engines(self) -> list[psutil.Process]:
         """The engine processes under the API server (vLLM v1 runs the model in a child titled
@@ -323,7 +366,7 @@ class VLLMServer:
         )
 
     def _wait_ready(self) -> None:
-        assert self._proc is not None and self.checkpoint is not None
+        assert self.launched() and self.checkpoint is not None
         deadline = self._started_at + self.config.startup_timeout
         name = self.checkpoint.request_model
         # A slow spinner: on a 2-core box every redraw competes with vLLM's own start-up.
@@ -332,7 +375,7 @@ class VLLMServer:
             httpx.Client(timeout=2.0) as http,
         ):
             while True:
-                code = self._proc.poll()
+                code = self.exit_code()
                 if code is not None:
                     raise self._fail_start(f"exited with code {code} before it was ready")
                 with contextlib.suppress(httpx.HTTPError):
@@ -367,7 +410,7 @@ class VLLMServer:
             last_scrape = 0.0
             while not self._stopped.wait(0.5):
                 if not self.is_running():
-                    self.stop(reason=f"crashed (exit code {self._proc.poll() if self._proc else '?'})")
+                    self.stop(reason=f"crashed ({self.how_it_ended()})")
                     return
                 if not self.engine_alive():
                     self.stop(reason="crashed (its engine core process died)")
@@ -403,9 +446,9 @@ class VLLMServer:
 
     def check_alive(self) -> None:
         """Raise ServerCrashed (with the log's last error) if the server died on its own."""
-        if self._proc is not None and self._proc.poll() is None and not self.engine_alive():
+        if self.is_running() and not self.engine_alive():
             self.stop(reason="crashed (its engine core process died)")
-        if self._proc is None or self._proc.poll() is None:
+        if not self.launched() or self.is_running():
             return
         if self.stop_reason is None or self.stop_reason.startswith("crashed"):
             raise self._crashed()
@@ -413,7 +456,7 @@ class VLLMServer:
     def _crashed(self) -> ServerCrashed:
         if self.stop_reason == "crashed (its engine core process died)":
             return ServerCrashed(f"vLLM's engine core process died; log: {self.log_path}")
-        code = self._proc.poll() if self._proc else None
+        code = self.exit_code()
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
         cause = last_exception(text[-20000:]) or "no error in the log"
         return ServerCrashed(f"vLLM server died (exit code {code}): {cause}; log: {self.log_path}")
@@ -435,17 +478,17 @@ class VLLMServer:
 
     def _dies_within(self, seconds: float) -> bool:
         """After a failed request: a crashed engine takes its server down within seconds."""
-        if self._proc is None:
+        if not self.launched():
             return True
         deadline = time.monotonic() + seconds
-        while self._proc.poll() is None:
+        while self.exit_code() is None:
             if not self.engine_alive():  # the API process lives on without it, answering 500
                 self.stop(reason="crashed (its engine core process died)")
                 return True
             if time.monotonic() > deadline:
                 return False
             time.sleep(0.25)
-        self.stop(reason=f"crashed (exit code {self._proc.returncode})")
+        self.stop(reason=f"crashed ({self.how_it_ended()})")
         return True
 
     # ---- stopping --------------------------------------------------------------------------
