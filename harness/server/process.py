@@ -338,6 +338,11 @@ class VLLMServer:
             self._terminate(grace=_STARTING_GRACE_S)
             self._lock.release()
             raise
+        return self._start_watching()
+
+    def _start_watching(self) -> Self:
+        """Once ready: the idle tracker, the /metrics scraper and the watchdog thread."""
+        assert self.plan is not None
         self._tracker = IdleTracker(time.monotonic())
         if self.config.metrics_interval:
             self._scraper = MetricsScraper(

@@ -23,12 +23,10 @@ from harness.server.config import ServerConfig
 from harness.server.environment import CPU_SPEC, CUDA_SPEC
 from harness.server.launch import build_launch
 from harness.server.memory import GiB, plan_memory
-from harness.server.metrics import IdleTracker
 from harness.server.process import VLLMServer, new_api_key
 from harness.server.remote.push import push_checkpoint
 from harness.server.remote.shadow import remote_checkpoint
 from harness.server.remote.ssh import SSHHost
-from harness.server.scraper import MetricsScraper
 
 _STOP_WAIT_S = 40.0
 
@@ -249,33 +247,15 @@ class RemoteVLLMServer(VLLMServer):
             raise
         self._renew()  # the engine processes as they are now that it serves
         self._first_engines = set(self._state.get("engines") or [])
-        self._tracker = IdleTracker(time.monotonic())
-        if self.config.metrics_interval:
-            self._scraper = MetricsScraper(
-                f"{self.base_url}/metrics",
-                self.run_dir,
-                "+".join(self.served_names),
-                self.config.metrics_interval,
-                self.load_listeners,
-            )
-            self._scraper.start(
-                launched_s_ago=time.monotonic() - self._started_at,
-                max_num_seqs=self.config.max_num_seqs or self.plan.recommended_max_num_seqs,
-            )
-        self._watchdog = threading.Thread(target=self._watch, name="vllm-watchdog", daemon=True)
-        self._watchdog.start()
-        return self
+        return self._start_watching()
 
     def _reforward(self, remote_port: int) -> int:
         """The same local port again (clients made earlier keep their URL)."""
         assert self._local_port is not None
-        spec = f"127.0.0.1:{self._local_port}:127.0.0.1:{remote_port}"
-        done = subprocess.run(
-            [*self.ssh._ssh("-O", "forward", "-L", spec), self.ssh.host], capture_output=True
-        )
-        if done.returncode != 0:
+        try:
+            return self.ssh.forward(remote_port, local_port=self._local_port)
+        except HarnessError:  # taken meanwhile: another port (the episodes' next requests fail once)
             return self.ssh.forward(remote_port)
-        return self._local_port
 
     def _follow_log(self, *, resume: bool = False) -> None:
         """The host's server.log copied into the local one as it grows (diagnose() reads it here);

@@ -227,9 +227,10 @@ class SSHHost:
         return path
 
     # ---- tunnels -------------------------------------------------------------------------------
-    def forward(self, remote_port: int) -> int:
-        """A port on this machine's 127.0.0.1 that reaches the host's 127.0.0.1:remote_port."""
-        local = _free_port()
+    def forward(self, remote_port: int, *, local_port: int | None = None) -> int:
+        """A port on this machine's 127.0.0.1 (``local_port``, else a free one) that reaches the
+        host's 127.0.0.1:remote_port."""
+        local = local_port or _free_port()
         spec = f"127.0.0.1:{local}:127.0.0.1:{remote_port}"
         done = subprocess.run([*self._ssh("-O", "forward", "-L", spec), self.host], capture_output=True)
         if done.returncode != 0:
