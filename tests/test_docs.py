@@ -36,9 +36,9 @@ def test_the_readme_is_short_and_holds_the_two_set_up_commands() -> None:
     assert (
         "scripts/bootstrap && .venv/bin/harness eval --model smollm2-135m --seeds 1 --tasks smoke" in readme
     )
-    assert "scripts/bootstrap --tests && .venv/bin/python -m pytest -n 3" in readme
+    assert "scripts/bootstrap --tests && .venv/bin/python -m pytest -n 2" in readme
     ci = (REPO / ".ci" / "run").read_text()
-    assert "scripts/bootstrap --tests && .venv/bin/python -m pytest -n 3" in ci
+    assert "scripts/bootstrap --tests && .venv/bin/python -m pytest -n 2" in ci
 
 
 @pytest.mark.vllm

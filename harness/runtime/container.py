@@ -101,7 +101,7 @@ id -u agent >/dev/null 2>&1 || exit 4
 _SOLVE_SCRIPT = """
 rm -rf "$1" && mkdir -p "$3/agent" "$4" && mv "$2" "$1" && cd "$4" || exit 90
 shift 4
-exec "$@"
+exec "$@" 2>&1
 """
 # verify() in the container: $1 tests dir, $2 where they were copied, $3 logs dir, $4 working
 # directory, then the command. The tests' output goes to stderr, then the verifier logs as a tar
@@ -324,13 +324,16 @@ class ContainerSandbox:
             return False, f"{script} is missing"
         timeout = timeout or task.limits.agent_timeout_s
         self._ensure_running()
-        code, output = self._staged_run(
+        # Read through the exec handshake (container_exec.py): a plain exec_run lost the whole output
+        # of a solve.sh that failed at once under load (fresh7), and the oracle's reason with it.
+        code, output, _ = self._staged_run(
             _SOLVE_SCRIPT,
             script.parent,
             SOLUTION_DIR,
             script.name,
             timeout,
             {**container_env(task), **resolve_env(task.solution_env)},
+            demux=True,
         )
         tail = output.decode(errors="replace")[-2000:] if output else ""
         if code in (124, 137):
@@ -404,7 +407,7 @@ class ContainerSandbox:
         put_dir(self.container, src, stage, owner=(0, 0), make=True)
         cmd = ["sh", "-c", script, "-", dest, stage, LOGS_DIR, self.workdir,
                "timeout", "-k", "5", f"{timeout:g}", "bash", f"{dest}/{entry}"]  # fmt: skip
-        if demux:  # the tests' output read as a stream, capped (verify)
+        if demux:  # read as a stream through the exec handshake, capped (verify, the solution)
             return exec_capped(self.container, cmd, user="0", workdir="/", env=env)
         return self.container.exec_run(cmd, user="0", workdir="/", environment=env)  # workdir: see script
 

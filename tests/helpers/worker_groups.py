@@ -1,4 +1,4 @@
-"""Which tests run together on one pytest-xdist worker (the README's ``pytest -n 3``).
+"""Which tests run together on one pytest-xdist worker (the README's ``pytest -n 2``).
 
 Every test that starts, shares or locks a vLLM server is in the group ``vllm``: the harness allows
 one vLLM per device, as on a user's machine, so they run one after another on one worker. Every
