@@ -65,6 +65,25 @@ def test_edits_that_fail_alike_each_a_different_way_are_a_stall() -> None:
     assert stall is not None and (stall.start_turn, stall.repeats, stall.attempts) == (0, 5, 5)
 
 
+def test_a_terminal_echo_of_the_first_command_does_not_hide_the_stall() -> None:
+    """Under load a pty echoed the first of four failing imports (after its bracketed-paste
+    escapes and blank lines): that observation is the same failure as the others."""
+    error = "Traceback (most recent call last):\n  File \"<string>\", line 1, in <module>\nModuleNotFoundError: No module named 'nosuchmod'\n"
+    imports = (
+        "import nosuchmod",
+        "import sys, nosuchmod",
+        "from nosuchmod import x",
+        "import os; import nosuchmod",
+    )
+    turns = []
+    for k, code in enumerate(imports):
+        command = f'python3 -c "{code}"'
+        echo = f"\x1b[?2004l\x1b[?2004h\n\n{command}\n" if k == 0 else ""
+        turns.append(turn(k, call("terminal", command=command), f"{echo}\x1b[?2004l{error}\x1b[?2004h"))
+    stall = detect_stall(turns)
+    assert stall is not None and (stall.start_turn, stall.repeats) == (0, 4), stall
+
+
 def test_what_is_not_a_stall() -> None:
     # the same call failing alike is a loop (repeat_error), not a stall
     same = [turn(k, call("bash", command="pytest -q"), FAILURE.format(ms=1), error=True) for k in range(5)]

@@ -18,7 +18,13 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.monitor.normalize import canonical_arguments, looks_failed, normalize_observation, refused
+from harness.monitor.normalize import (
+    canonical_arguments,
+    looks_failed,
+    normalize_observation,
+    refused,
+    without_echo,
+)
 from harness.monitor.records import Turn
 
 
@@ -93,7 +99,10 @@ class StallDetector:
                 elif ran:  # an attempt between two failures (the edit before the next test run)
                     self._actions.add(action)
             return None
-        failure = normalize_observation(obs)
+        # A terminal's echo of the command at the start (timing, not the result: fresh8 saw it, with
+        # bracketed-paste escapes before it, on the first of four failing imports only)
+        seen = without_echo(obs, calls[0].arguments) if len(calls) == 1 else obs
+        failure = normalize_observation(seen)
         if failure == self._failure:
             self._count += 1
             self._actions.add(action)
