@@ -137,6 +137,26 @@ def test_serve_on_the_host_answers_through_the_tunnel_refuses_a_second_survives_
                 proc.kill()
 
 
+def test_serve_on_the_host_idle_stops_vllm_there_and_leaves_nothing(
+    gpu_host: TestSSHD, bundled_model: Path, tmp_path: Path, no_vllm_left: None
+) -> None:
+    """--idle-timeout over SSH: the watchdog reads /metrics and /load through the tunnel, stops the
+    server, the host's keeper ends its whole group, serve exits 0."""
+    log = tmp_path / "serve.log"
+    args = ["serve", *host_flags(gpu_host), "--model", "smollm2-135m", "--idle-timeout", "3"]
+    proc = start([*args, "--run-dir", str(tmp_path / "serve")], log)
+    try:
+        assert proc.wait(timeout=300) == 0, log.read_text()[-2000:]
+        said = log.read_text()
+        assert "vLLM ready" in said and "vLLM idle for 3 s: stopping it" in said, said[-2000:]
+        host_run = host_runs()[-1]
+        assert (ended(host_run) or {}).get("reason") == "stopped by the harness"  # stop waits for it
+        assert not vllm_processes()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
 def test_eval_on_the_host_killed_leaves_no_vllm_and_resumes_base_and_pushed_adapter_with_the_timeline_and_host_facts(
     gpu_host: TestSSHD, bundled_model: Path, toolcall_lora: Path, tmp_path: Path, no_vllm_left: None
 ) -> None:
