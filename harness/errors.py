@@ -16,6 +16,15 @@ class ServerStartError(HarnessError):
     exit_code = 1
 
 
+class ServerClosed(HarnessError):
+    """A start asked of a server that was released for good (its run stopping or done)."""
+
+    exit_code = 1
+
+    def __init__(self, why: str) -> None:
+        super().__init__(f"the model server is not started again: {why}")
+
+
 class ServerCrashed(HarnessError):
     """The vLLM server process (or its engine) died while serving."""
 

@@ -234,3 +234,64 @@ def test_the_idle_watchdog_keeps_a_server_whose_requests_are_in_flight(
             assert stopped == ["idle for 1 s"]
         finally:
             server._stopped.set()
+
+
+def test_a_closed_server_is_never_started_again_from_any_thread(
+    bundled_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's end closes its server. An episode thread (or a model call through the run's proxy)
+    that found it down after that restarted it, from a thread whose child outlived the harness:
+    CI's Ctrl-C'd eval left a vLLM that refused 13 later tests. Now the start raises and launches
+    nothing; and a close while a start is launching stops what that start launched."""
+    import subprocess
+    import threading
+
+    import psutil
+
+    import harness.server.process as process
+    from harness.errors import ServerClosed
+    from harness.server.endpoint import ManagedEndpoint
+
+    real = process.popen_tied
+    launched: list[subprocess.Popen[bytes]] = []
+    in_launch, go = threading.Event(), threading.Event()
+
+    def launch_sleep(argv: object, **kwargs: object) -> subprocess.Popen[bytes]:
+        in_launch.set()
+        go.wait(60)
+        launched.append(real(["sleep", "600"], **kwargs))  # type: ignore[arg-type]
+        return launched[-1]
+
+    def wait_ready() -> None:  # a start that never becomes ready: until its process is stopped
+        assert launched[-1].wait(timeout=60) is not None
+        raise process.ServerStartError("stopped while it started")
+
+    monkeypatch.setattr(process, "popen_tied", launch_sleep)
+    endpoint = ManagedEndpoint(ServerConfig(model="smollm2-135m"), tmp_path)
+    monkeypatch.setattr(endpoint.server, "_wait_ready", wait_ready)
+    raised: list[BaseException] = []
+
+    def up() -> None:
+        try:
+            endpoint.ensure_up()
+        except BaseException as exc:
+            raised.append(exc)
+
+    starting = threading.Thread(target=up)
+    starting.start()
+    assert in_launch.wait(60)
+    closing = threading.Thread(target=endpoint.release, kwargs={"now": True})
+    closing.start()
+    go.set()
+    starting.join(60)
+    closing.join(60)
+    assert not starting.is_alive() and not closing.is_alive()
+    assert len(launched) == 1 and isinstance(raised[0], HarnessError)
+    assert launched[0].poll() is not None and not psutil.pid_exists(launched[0].pid)
+
+    later = threading.Thread(target=up)  # an episode thread after the release
+    later.start()
+    later.join(60)
+    assert isinstance(raised[-1], ServerClosed), raised
+    assert "not started again: run stopped" in str(raised[-1])
+    assert len(launched) == 1

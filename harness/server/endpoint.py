@@ -210,10 +210,12 @@ class ManagedEndpoint:
         return facts
 
     def release(self, *, now: bool = False) -> None:
+        """Down for good: an episode thread still running, or a model call through the run's
+        proxy, that finds it down gets ServerClosed instead of a server nothing would stop."""
         if now:
-            self._server.stop(reason="run stopped", grace=_STOP_GRACE_S)
+            self._server.close(reason="run stopped", grace=_STOP_GRACE_S)
         else:
-            self._server.stop(reason="rollouts done")
+            self._server.close(reason="rollouts done")
 
     def share_with(self, adapter: "ManagedEndpoint") -> bool:
         """Serve this (full) model from a LoRA adapter's server when it is that adapter's base:

@@ -1,7 +1,6 @@
 """The vLLM server process: launch, readiness, idle shutdown, crash detection, clean stop."""
 
 import contextlib
-import ctypes
 import os
 import secrets
 import signal
@@ -9,7 +8,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -17,7 +16,8 @@ from typing import Any, Self
 import httpx
 import psutil
 
-from harness.errors import HarnessError, ServerCrashed, ServerStartError
+from harness.children import popen_tied
+from harness.errors import HarnessError, ServerClosed, ServerCrashed, ServerStartError
 from harness.leader import Leader, started
 from harness.paths import absolute
 from harness.progress import console, spinner
@@ -59,36 +59,6 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-_HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM}
-
-
-@contextlib.contextmanager
-def _stop_signals_held() -> Iterator[None]:
-    """Hold Ctrl-C and SIGTERM while the server process is forked, deliver them right after.
-
-    A signal that lands during the fork runs its Python handler inside an at-fork callback
-    (logging's lock release), where CPython prints the KeyboardInterrupt and drops it: the
-    harness went on serving and the first Ctrl-C was lost. Held, it arrives once ``Popen`` has
-    returned, when the new process is known and can be stopped.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield  # handlers run in the main thread only; a fork elsewhere cannot swallow them
-        return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-
-
-def _child_setup() -> None:
-    """Child-side: take the stop signals again (the mask is inherited), and SIGTERM when the
-    harness dies, even by SIGKILL (Linux PR_SET_PDEATHSIG)."""
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD_SIGNALS)
-    with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
-
-
 def new_api_key() -> str:
     """A random key for one server start. Hex: a key that starts with "-" (a token_urlsafe one
     does, 1 in 32) is taken by argparse for a flag when a user passes it on to `--api-key`."""
@@ -122,6 +92,7 @@ class VLLMServer:
         self._tracker: IdleTracker | None = None
         self._stopped = threading.Event()
         self._stop_guard = threading.Lock()
+        self._closed: str | None = None  # why, once close() released it for good
         self._watchdog: threading.Thread | None = None
         self._scraper: MetricsScraper | None = None
         self._scraped_busy = 0.0  # busy seconds of the earlier starts' timelines
@@ -293,6 +264,8 @@ class VLLMServer:
     def start(self) -> Self:
         if self.is_running():
             return self
+        if self._closed:
+            raise ServerClosed(self._closed)
         if self.checkpoint is None:
             self.prepare()
         assert self.checkpoint is not None and self.plan is not None
@@ -314,16 +287,17 @@ class VLLMServer:
             with self.log_path.open("ab") as log:
                 log.write(f"\n# harness: {self.launch.shell_line()}\n".encode())
                 log.flush()
-                in_main = threading.current_thread() is threading.main_thread()
-                with _stop_signals_held():
-                    self._proc = subprocess.Popen(
+                # under the stop guard: a close() either sees this process or this start sees it
+                with self._stop_guard:
+                    if self._closed:
+                        raise ServerClosed(self._closed)
+                    self._proc = popen_tied(
                         self.launch.argv,
                         env=self.launch.environment(self.api_key),
                         stdout=log,
                         stderr=subprocess.STDOUT,
                         stdin=subprocess.DEVNULL,
                         start_new_session=True,
-                        preexec_fn=_child_setup if in_main else None,
                     )
             self._leader = Leader.of(self._proc.pid)  # its group's number, while the child holds it
             self._started_at = time.monotonic()
@@ -546,6 +520,14 @@ class VLLMServer:
             self._lock.release()
         if self._watchdog and self._watchdog is not threading.current_thread():
             self._watchdog.join(timeout=10)
+
+    def close(self, reason: str = "stopped", grace: float = _TERM_GRACE_S) -> None:
+        """Stop it for good: a start from any thread after this raises ServerClosed. The run's
+        end calls it, so that an episode thread or a model call through the run's proxy that
+        finds the server down cannot start another one that nothing would ever stop."""
+        with self._stop_guard:
+            self._closed = self._closed or reason
+        self.stop(reason=reason, grace=grace)
 
     def restart(self) -> Self:
         """Start a fresh server process (after a crash, for instance) with the same checkpoint."""

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Self
 
-from harness.errors import HarnessError
+from harness.errors import HarnessError, ServerClosed
 from harness.progress import console
 from harness.server.bundled import BUNDLED
 from harness.server.checkpoint import Checkpoint
@@ -199,6 +199,8 @@ class RemoteVLLMServer(VLLMServer):
     def start(self) -> Self:
         if self.is_running():
             return self
+        if self._closed:
+            raise ServerClosed(self._closed)
         if self.checkpoint is None:
             self.prepare()
         assert self.checkpoint is not None and self.plan is not None and self.facts is not None
@@ -232,6 +234,9 @@ class RemoteVLLMServer(VLLMServer):
                 },
             )
             self._remote_pid = int(launched["pid"])
+            with self._stop_guard:  # closed while it launched: the except below stops it there
+                if self._closed:
+                    raise ServerClosed(self._closed)
             self._started_at = time.monotonic()
             self._follow_log()
             self._lease_stop.clear()

@@ -6,13 +6,10 @@ connection is a child of the harness that gets SIGTERM when the harness dies (ev
 so a killed harness drops the connection and stops renewing the server's lease.
 """
 
-import contextlib
-import ctypes
 import hashlib
 import json
 import shlex
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -21,15 +18,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.children import popen_tied
 from harness.errors import HarnessError
 
 _HOSTSIDE = Path(__file__).with_name("hostside.py")
 _CONNECT_TIMEOUT_S = 30.0
-
-
-def _dies_with_parent() -> None:
-    with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
 
 
 def _free_port() -> int:
@@ -78,13 +71,13 @@ class SSHHost:
         if self.alive():
             return self
         self._dir.mkdir(mode=0o700, exist_ok=True)  # again after a close
-        self._master = subprocess.Popen(
+        # tied to this process, not to the thread that connects (a lease thread reconnecting)
+        self._master = popen_tied(
             [*self._ssh("-M", "-N", "-o", "ControlPersist=no", "-o", "ExitOnForwardFailure=yes"), self.host],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             start_new_session=True,  # a Ctrl-C of the terminal is the harness's to handle, not ssh's
-            preexec_fn=_dies_with_parent,
         )
         deadline = time.monotonic() + _CONNECT_TIMEOUT_S
         while not self.alive():
