@@ -31,12 +31,24 @@ _spawner: threading.Thread | None = None
 _spawner_lock = threading.Lock()
 
 
+def _load_prctl() -> Callable[..., int] | None:
+    try:
+        return ctypes.CDLL("libc.so.6", use_errno=True).prctl  # type: ignore[no-any-return]
+    except (OSError, AttributeError):  # not glibc Linux: children are not tied
+        return None
+
+
+# Looked up here, not in the child: a dlopen between fork and exec can deadlock on a loader lock
+# another thread held at the fork.
+_PRCTL = _load_prctl()
+
+
 def _setup_in_child(parent: int, signo: int, also: Callable[[], None] | None) -> Callable[[], None]:
     def setup() -> None:
         # the stop signals back (a main-thread fork holds them, and the mask is inherited)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD_SIGNALS)
-        with contextlib.suppress(Exception):
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signo)
+        if _PRCTL is not None:
+            _PRCTL(_PR_SET_PDEATHSIG, signo)
         if os.getppid() != parent:  # the parent died before the setting took: nobody will signal
             os.kill(os.getpid(), signo)
         if also is not None:
