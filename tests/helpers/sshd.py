@@ -91,16 +91,37 @@ class TestSSHD:
 
         if self._proc.poll() is not None:
             return [pid for pid in self._children if psutil.pid_exists(pid)]
-        # each connection: a privileged monitor and its unprivileged child, which holds the socket
-        return [c.pid for c in psutil.Process(self._proc.pid).children(recursive=True)]
+        # each connection: a privileged monitor and its unprivileged child, which holds the socket.
+        # Only those: the commands they run lose their connection as on a network failure and end
+        # on their own. Killed with them, a login shell's start-up was cut mid-way (pyenv's rehash
+        # in root's .bashrc left its lock behind, and every later shell of the machine waited 60 s
+        # on it: four --gpu-host tests and three terminal tests failed after it).
+        found = []
+        for child in psutil.Process(self._proc.pid).children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if child.name() == "sshd" or " ".join(child.cmdline()[:1]).startswith("sshd"):
+                    found.append(child.pid)
+        return found
 
     def __exit__(
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
         if self._proc is not None:
-            for pid in self.session_pids():  # a connection's sshd outlives its listener by design
+            import psutil
+
+            # what the connections still run: ended with SIGTERM, which lets a shell's EXIT traps
+            # (pyenv's lock) run, once their sshd is gone (by design it outlives its listener)
+            commands = []
+            if self._proc.poll() is None:
+                with contextlib.suppress(psutil.Error):
+                    commands = psutil.Process(self._proc.pid).children(recursive=True)
+            for pid in self.session_pids():
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
+            for proc in commands:
+                with contextlib.suppress(psutil.Error):
+                    if proc.name() != "sshd":
+                        proc.terminate()
             if self._proc.poll() is None:
                 self._proc.terminate()
                 self._proc.wait(timeout=10)

@@ -275,7 +275,15 @@ class RemoteVLLMServer(VLLMServer):
             self._follower.wait()
         log = self.log_path.open("ab")
         self._follower = self.ssh.popen(
-            ["tail", "-c", f"+{copied + 1}", "-F", f"{self._remote_dir}/server.log"],
+            # --pid: it ends with the server there, not when its log next grows (that may be never)
+            [
+                "tail",
+                "-c",
+                f"+{copied + 1}",
+                "-F",
+                f"--pid={self._remote_pid}",
+                f"{self._remote_dir}/server.log",
+            ],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.DEVNULL,
