@@ -14,6 +14,7 @@ import pytest
 import harness.episodes.openhands.sdk  # noqa: F401  sets the SDK's environment first
 from harness.episodes.openhands._patching import episode_scope
 from harness.episodes.openhands.sdk_tuning import EpisodeFileStore, ReadyTerminal
+from tests.helpers.waiting import wait_for
 
 COMMANDS = [
     "echo hello",
@@ -316,15 +317,35 @@ def test_ctrl_c_interrupts_the_agent_s_confined_shell(tmp_path: Path) -> None:
     ex = ReadyTerminalExecutor(
         str(work), history_file=str(tmp_path / "conv" / "bash_history"), confine=confine
     )
+    mark = f"600.{os.getpid()}{time.monotonic_ns() % 10**6}"  # this test's sleep, found by its argument
     try:
         assert "pts/" in ex(TerminalAction(command="ps -o tty= -p $$")).text  # a terminal of its own
-        ex(TerminalAction(command="sleep 600; echo slept-through", timeout=1))
+        ex(TerminalAction(command=f"sleep {mark}; echo slept-through", timeout=1))
+        # The key once the sleep holds the terminal: a C-c between the shell's fork and its handing
+        # the terminal to the new job reaches the shell only, and the sleep runs on (fresh12, under
+        # load: the command had not started when the SDK's 1 s timeout ended).
+        wait_for(lambda: _foreground(mark), timeout=60, what="the sleep to hold the terminal")
         interrupted = ex(TerminalAction(command="C-c", is_input=True))
         after = ex(TerminalAction(command="echo after-interrupt"))
     finally:
         ex.close()
     assert "slept-through" not in interrupted.text and interrupted.exit_code != 0
     assert "after-interrupt" in after.text and after.exit_code == 0
+
+
+def _foreground(argument: str) -> bool:
+    """A ``sleep ARGUMENT`` runs as its terminal's foreground process group (/proc's stat: pgrp is
+    field 5, the terminal's foreground group field 8)."""
+    import psutil
+
+    for proc in psutil.process_iter(["cmdline"]):
+        if proc.info["cmdline"] == ["sleep", argument]:
+            try:
+                fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            return fields[2] == fields[5]  # after the name: state, ppid, pgrp, session, tty_nr, tpgid
+    return False
 
 
 def test_a_command_returns_with_the_shell_back_at_its_prompt(tmp_path: Path) -> None:
