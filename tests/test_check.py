@@ -44,10 +44,14 @@ def test_check_passes_with_hermes_on_a_running_server(vllm_server: SharedVLLM) -
 @pytest.mark.vllm
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_check_names_the_fix_for_a_wrong_parser_and_for_one_the_tokenizer_cannot_serve(
+def test_check_names_the_fix_for_a_wrong_parser(
     bundled_model: Path, tmp_path: Path, no_vllm_left: None
 ) -> None:
-    """`harness check --model` starts its own server with the parser asked for."""
+    """`harness check --model` starts its own server with the parser asked for. (A parser the
+    tokenizer cannot serve, which vLLM refuses only after its engine is up (a whole start): its log
+    line as vLLM 0.32 writes it and the one line the harness makes of it are
+    tests/test_server_units.py's test_diagnose_known_failures; a refused start's one line with
+    the log and the command, on the real server: tests/test_server_vllm.py.)"""
     # A parser that loads but reads another format: the hermes calls stay in the text.
     bad = run_harness(
         "check", "--model", "smollm2-135m", "--max-model-len", "4096", "--tool-call-parser", "pythonic",
@@ -59,15 +63,6 @@ def test_check_names_the_fix_for_a_wrong_parser_and_for_one_the_tokenizer_cannot
     assert parser_row["outcome"] == "fail"
     assert parser_row["fix"] == "pass --tool-call-parser hermes"
     assert "hermes markup" in parser_row["detail"] and "pythonic" in parser_row["detail"]
-
-    # llama3_json needs the <|python_tag|> token, which SmolLM2's tokenizer lacks: vLLM refuses to
-    # start, and the harness says why in one line.
-    refused = run_harness(
-        "check", "--model", "smollm2-135m", "--max-model-len", "4096", "--tool-call-parser", "llama3_json",
-        "--run-dir", str(tmp_path / "refused"), timeout=400,
-    )  # fmt: skip
-    assert refused.returncode == 1 and "Traceback" not in refused.stderr
-    assert "--tool-call-parser llama3_json does not fit this model's tokenizer" in refused.stderr
 
 
 def free_probe(response: ScriptedResponse) -> dict:

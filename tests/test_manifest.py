@@ -353,3 +353,50 @@ def test_a_resume_under_another_vllm_version_is_refused_before_any_server_starts
     assert after["model_info"][name]["server_env"]["vllm"] == here["vllm"]
     last = after["invocations"][-1]
     assert last["server_env"][name]["vllm"] == here["vllm"] and any("vLLM" in f for f in last["forced"])
+
+
+def test_an_adapter_s_manifest_and_a_changed_adapter_refused_before_any_server(tmp_path: Path) -> None:
+    """run.json of a LoRA adapter's run as its first invocation writes it (a real vLLM run's, with
+    the launched argv and its keys in no file: tests/test_eval_vllm.py): the adapter's and its base's
+    fingerprints, the vLLM argv with --enable-lora and no key, the template and parser in force, the
+    server's environment. A byte of the adapter's weights changed: the rerun is refused naming the
+    file, before any server starts; put back, the same run accepts it again."""
+    from harness.results.store import RunStore
+    from tests.conftest import vllm_processes
+
+    adapter = tmp_path / "lora"
+    shutil.copytree(LORA, adapter)
+    run = tmp_path / "run"
+    config = EvalConfig(
+        models=(str(adapter),),
+        tasks="smoke",
+        limit=1,
+        runtime="local",
+        scaffolds=("mini-swe-agent",),
+        run_dir=run,
+    )
+    assert RunStore(run).init(_first_manifest(config, run)) == []
+    manifest = json.loads((run / "run.json").read_text())
+    (name,) = manifest["model_info"]
+    info = manifest["model_info"][name]
+    assert info["kind"] == "vllm" and info["checkpoint"]["kind"] == "lora"
+    assert "adapter_model.safetensors" in info["checkpoint"]["adapter"]["files"]
+    assert info["checkpoint"]["base"]["files"]["model.safetensors"]
+    assert info["served_name"] and info["request_name"] == name == "lora"
+    assert info["tool_call_parser"] == "hermes" and len(info["chat_template"]["sha256"]) == 64
+    assert "--enable-lora" in info["vllm_argv"] and "--api-key" not in info["vllm_argv"]
+    assert info["server_env"]["vllm"] and info["server_env"]["torch"], info["server_env"]
+    assert manifest["packages"]["mini-swe-agent"] == "2.4.6" and manifest["machine"]["cpus"]
+
+    weights = adapter / "adapter_model.safetensors"
+    original = weights.read_bytes()
+    changed = bytearray(original)
+    changed[len(changed) // 2] ^= 1
+    weights.write_bytes(bytes(changed))
+    refused = eval_replay(run, str(adapter), "--scaffold", "mini-swe-agent")
+    assert refused.returncode != 0
+    said = refused.stderr.strip().splitlines()[-1]
+    assert "checkpoint behind" in said and "adapter/adapter_model.safetensors" in said, said
+    assert not vllm_processes() and not (run / "server.log").exists()
+    weights.write_bytes(original)
+    assert RunStore(run).init(_first_manifest(config, run)) == []
