@@ -58,14 +58,17 @@ def _setup_in_child(parent: int, signo: int, also: Callable[[], None] | None) ->
 
 
 @contextlib.contextmanager
-def _stop_signals_held() -> Iterator[None]:
+def stop_signals_held() -> Iterator[None]:
     """Hold Ctrl-C and SIGTERM while the main thread forks, deliver them right after.
 
     A signal that lands during the fork runs its Python handler inside an at-fork callback
     (logging's lock release), where CPython prints the KeyboardInterrupt and drops it: the
     harness went on serving and the first Ctrl-C was lost. Held, it arrives once ``Popen`` has
     returned, when the new process is known and can be stopped. (Other threads never run the
-    handlers: a fork there cannot swallow them.)
+    handlers: a fork there cannot swallow them.) A caller that records the process wraps the call
+    and the record in it too: held only inside ``popen_tied``, a Ctrl-C arrived as it returned,
+    before the caller had the process (a serve stopped then left its vLLM to the death signal).
+    Nested, the inner one restores the outer's mask: nothing arrives before the outer ends.
     """
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
     try:
@@ -106,7 +109,7 @@ def popen_tied(
     spawner thread forks it. ``preexec``: more child-side setup, after the tie."""
     setup = _setup_in_child(os.getpid(), signo, preexec)
     if threading.current_thread() is threading.main_thread():
-        with _stop_signals_held():
+        with stop_signals_held():
             return subprocess.Popen(argv, preexec_fn=setup, **kwargs)
     _spawner_thread()
     done: Future[subprocess.Popen[bytes]] = Future()

@@ -16,7 +16,7 @@ from typing import Any, Self
 import httpx
 import psutil
 
-from harness.children import popen_tied
+from harness.children import popen_tied, stop_signals_held
 from harness.errors import HarnessError, ServerClosed, ServerCrashed, ServerStartError
 from harness.leader import Leader, started
 from harness.paths import absolute
@@ -288,7 +288,7 @@ class VLLMServer:
                 log.write(f"\n# harness: {self.launch.shell_line()}\n".encode())
                 log.flush()
                 # under the stop guard: a close() either sees this process or this start sees it
-                with self._stop_guard:
+                with self._stop_guard, stop_signals_held():
                     if self._closed:
                         raise ServerClosed(self._closed)
                     self._proc = popen_tied(
