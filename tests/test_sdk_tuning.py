@@ -326,11 +326,23 @@ def test_ctrl_c_interrupts_the_agent_s_confined_shell(tmp_path: Path) -> None:
         # load: the command had not started when the SDK's 1 s timeout ended).
         wait_for(lambda: _foreground(mark), timeout=60, what="the sleep to hold the terminal")
         interrupted = ex(TerminalAction(command="C-c", is_input=True))
+        # the key ended the sleep (a sleep that ignored it fails here, said so, not at the echo)
+        wait_for(lambda: not _sleeping(mark), timeout=60, what="the interrupted sleep to end")
         after = ex(TerminalAction(command="echo after-interrupt"))
     finally:
         ex.close()
     assert "slept-through" not in interrupted.text and interrupted.exit_code != 0
     assert "after-interrupt" in after.text and after.exit_code == 0
+
+
+def _sleeping(argument: str) -> bool:
+    """A ``sleep ARGUMENT`` is alive (not a zombie)."""
+    import psutil
+
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        if proc.info["cmdline"] == ["sleep", argument] and proc.info["status"] != psutil.STATUS_ZOMBIE:
+            return True
+    return False
 
 
 def _foreground(argument: str) -> bool:
