@@ -314,6 +314,23 @@ def _first_manifest(config: EvalConfig, run: Path) -> "RunManifest":  # noqa: F8
     )
 
 
+def _adapter_run(adapter: Path, run: Path) -> tuple[EvalConfig, dict]:
+    """A run of ``adapter`` (one smoke task, mini-swe-agent) begun as its first invocation begins
+    it, without a server: its config and the run.json written."""
+    from harness.results.store import RunStore
+
+    config = EvalConfig(
+        models=(str(adapter),),
+        tasks="smoke",
+        limit=1,
+        runtime="local",
+        scaffolds=("mini-swe-agent",),
+        run_dir=run,
+    )
+    assert RunStore(run).init(_first_manifest(config, run)) == []
+    return config, json.loads((run / "run.json").read_text())
+
+
 def test_a_resume_under_another_vllm_version_is_refused_before_any_server_starts(tmp_path: Path) -> None:
     """run.json says the run's first invocation served the adapter under vLLM 0.0.1 (another
     environment); this machine's vLLM environment has another: the rerun is refused in one line
@@ -323,16 +340,7 @@ def test_a_resume_under_another_vllm_version_is_refused_before_any_server_starts
     from tests.conftest import vllm_processes
 
     run = tmp_path / "run"
-    config = EvalConfig(
-        models=(str(LORA),),
-        tasks="smoke",
-        limit=1,
-        runtime="local",
-        scaffolds=("mini-swe-agent",),
-        run_dir=run,
-    )
-    assert RunStore(run).init(_first_manifest(config, run)) == []
-    manifest = json.loads((run / "run.json").read_text())
+    config, manifest = _adapter_run(LORA, run)
     (name,) = manifest["model_info"]
     here = dict(manifest["model_info"][name]["server_env"])
     assert here["vllm"] and here["torch"], here
@@ -367,16 +375,7 @@ def test_an_adapter_s_manifest_and_a_changed_adapter_refused_before_any_server(t
     adapter = tmp_path / "lora"
     shutil.copytree(LORA, adapter)
     run = tmp_path / "run"
-    config = EvalConfig(
-        models=(str(adapter),),
-        tasks="smoke",
-        limit=1,
-        runtime="local",
-        scaffolds=("mini-swe-agent",),
-        run_dir=run,
-    )
-    assert RunStore(run).init(_first_manifest(config, run)) == []
-    manifest = json.loads((run / "run.json").read_text())
+    config, manifest = _adapter_run(adapter, run)
     (name,) = manifest["model_info"]
     info = manifest["model_info"][name]
     assert info["kind"] == "vllm" and info["checkpoint"]["kind"] == "lora"
