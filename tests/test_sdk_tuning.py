@@ -5,6 +5,7 @@ Real shells and real files: the SDK's terminal and ours run the same commands si
 
 import os
 import re
+import signal
 import stat
 import time
 from pathlib import Path
@@ -302,8 +303,10 @@ def test_the_agent_s_local_bash_does_not_run_the_user_s_bashrc(
 @pytest.mark.timeout(120)
 def test_ctrl_c_interrupts_the_agent_s_confined_shell(tmp_path: Path) -> None:
     """In its own PID namespace the shell had no controlling terminal: the SDK's C-c reached
-    nothing and an interrupted ``sleep`` ran to its end. Waited on as the SDK waits (its soft
-    timeout, then the key), never on a clock of the test's own."""
+    nothing and an interrupted ``sleep`` ran to its end. A shell started with Ctrl-C ignored or
+    held (the harness in a script's background, a thread that held it) passed that on to the
+    sleep: the key timed out (fresh11-13: the echo after it returned nothing after 30 s). Waited
+    on as the SDK waits (its soft timeout, then the key), never on a clock of the test's own."""
     from openhands.tools.terminal.definition import TerminalAction
 
     from harness.episodes.openhands.sdk_tuning import ReadyTerminalExecutor, _confined_with_terminal
@@ -314,9 +317,17 @@ def test_ctrl_c_interrupts_the_agent_s_confined_shell(tmp_path: Path) -> None:
         pytest.skip("this machine gives no PID namespace (no unshare or no user namespaces)")
     work = tmp_path / "ws"
     work.mkdir()
-    ex = ReadyTerminalExecutor(
-        str(work), history_file=str(tmp_path / "conv" / "bash_history"), confine=confine
-    )
+    # Started as a harness in a script's background is (Ctrl-C ignored) from a thread that holds
+    # it: neither reaches the agent's shell (held or ignored, the C-c below timed out at the echo).
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        ex = ReadyTerminalExecutor(
+            str(work), history_file=str(tmp_path / "conv" / "bash_history"), confine=confine
+        )
+    finally:
+        signal.signal(signal.SIGINT, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
     mark = f"600.{os.getpid()}{time.monotonic_ns() % 10**6}"  # this test's sleep, found by its argument
     try:
         assert "pts/" in ex(TerminalAction(command="ps -o tty= -p $$")).text  # a terminal of its own

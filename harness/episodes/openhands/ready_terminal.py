@@ -8,6 +8,8 @@ library and openhands, never harness.
 import os
 import shlex
 import shutil
+import signal
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -32,6 +34,10 @@ def _at_prompt(text: str) -> bool:
 
 
 _MARKER = CMD_OUTPUT_PS1_END.rstrip()
+
+
+# What the terminal's keys send (Ctrl-C, Ctrl-\\, Ctrl-Z): the agent's shell needs them as a terminal has them.
+_KEY_SIGNALS = {signal.SIGINT, signal.SIGQUIT, signal.SIGTSTP}
 
 
 class _SetupSent(Exception):
@@ -69,7 +75,14 @@ class ReadyTerminal(SubprocessTerminal):
         if self._initialized:
             return
         try:
-            super().initialize()
+            # The shell and what it runs inherit the starting thread's signal mask: a Ctrl-C held
+            # there (a thread made while the harness held its stop signals) would never reach an
+            # interrupted command, and the agent's ``C-c`` did nothing but time out.
+            held = signal.pthread_sigmask(signal.SIG_UNBLOCK, _KEY_SIGNALS)
+            try:
+                super().initialize()
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
         except _SetupSent:
             threading.Thread(target=self._await_prompt, name="terminal-ready", daemon=True).start()
         else:  # an SDK that no longer writes that command: it did its own waiting
@@ -187,7 +200,27 @@ def _bash_without_rc(history_file: str | None, confine: tuple[str, ...] = ()) ->
         return None
     wrapper = Path(os.path.abspath(history_file)).with_name("bash-norc")
     wrapper.parent.mkdir(parents=True, exist_ok=True)
-    prefix = "".join(f"{shlex.quote(word)} " for word in confine)
+    prefix = "".join(f"{shlex.quote(word)} " for word in (*_keys_by_default(), *confine))
     wrapper.write_text(f'#!/bin/sh\nexec {prefix}{shlex.quote(bash)} --norc "$@"\n')
     wrapper.chmod(0o755)
     return str(wrapper)
+
+
+def _keys_by_default() -> tuple[str, ...]:
+    """A prefix that gives the shell Ctrl-C and Ctrl-\\ back where the harness was started with them
+    ignored (``harness eval ... &`` from a script, or under nohup-like launchers): an ignored signal
+    stays ignored through exec, bash cannot reset one it found ignored, and the agent's ``C-c``
+    reached a ``sleep`` that ignored it. GNU env >= 8.31 resets them; elsewhere, nothing."""
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN and signal.getsignal(signal.SIGQUIT) is not signal.SIG_IGN:
+        return ()
+    env = shutil.which("env")
+    if env is None:
+        return ()
+    probe = subprocess.run(
+        [env, "--default-signal=INT,QUIT", "true"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=False,
+    )
+    return (env, "--default-signal=INT,QUIT") if probe.returncode == 0 else ()
