@@ -10,6 +10,7 @@ after a crash or a kill and keep its GPU memory; the refusal then gives the kill
 import fcntl
 import json
 import os
+import threading
 import time
 from typing import IO
 
@@ -105,6 +106,7 @@ class DeviceLock:
         self.lock_path = root / f"{safe}.lock"
         self.info_path = root / f"{safe}.json"
         self._fh: IO[str] | None = None
+        self._release_guard = threading.Lock()
 
     def acquire(self, *, port: int | None) -> None:
         fh = open(self.lock_path, "a+")  # noqa: SIM115 - held open for the server's lifetime
@@ -144,13 +146,17 @@ class DeviceLock:
         )
 
     def release(self) -> None:
-        if self._fh is not None:
+        """Idempotent and safe from any thread: a close during a start releases from the closing
+        thread while the failed start releases from its own (both once read ``_fh`` as open, and
+        the second unlocked None: a TypeError instead of the start's error)."""
+        with self._release_guard:
+            fh, self._fh = self._fh, None
+        if fh is not None:
             try:
                 self.info_path.unlink(missing_ok=True)
             finally:
-                fcntl.flock(self._fh, fcntl.LOCK_UN)
-                self._fh.close()
-                self._fh = None
+                fcntl.flock(fh, fcntl.LOCK_UN)
+                fh.close()
 
     @property
     def held(self) -> bool:
