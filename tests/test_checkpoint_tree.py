@@ -26,6 +26,18 @@ def test_a_file_grown_after_the_walk_is_cut_at_the_size_the_walk_saw(tmp_path: P
         assert member.size == 10 and tar.extractfile(member).read() == b"x" * 10  # type: ignore[union-attr]
 
 
+def test_a_workspace_replaced_by_a_link_is_walked_as_empty_not_followed(tmp_path: Path) -> None:
+    """An agent that swaps its workspace for a link to / (tests/test_faults.py's wrecks): the
+    checkpoint after that turn walked the whole machine through it (6.6 s here, and its files)."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "f").write_text("not the workspace's\n")
+    (tmp_path / "ws").symlink_to(elsewhere)
+    assert tree.walk(str(tmp_path / "ws")) == {}
+    assert tree.walk(str(tmp_path / "gone")) == {}
+    assert set(tree.walk(str(elsewhere))) == {"f"}
+
+
 def test_a_path_swapped_since_the_walk_is_left_out_not_read_through(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     (ws / "d").mkdir(parents=True)
