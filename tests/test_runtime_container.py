@@ -299,11 +299,15 @@ def test_sigkill_mid_run_then_rerun_removes_orphans_and_resumes_without_duplicat
     client, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
     run = tmp_path / "run"
-    slow = [ScriptedResponse(delay=3.0, content="Thinking.", tool_calls=[call("terminal", command="ls")])] * 3
+
+    def script(delay: float) -> ReplayScript:
+        turn = ScriptedResponse(delay=delay, content="Thinking.", tool_calls=[call("terminal", command="ls")])
+        return ReplayScript(model="scripted", responses=[turn] * 3 + [FINISH], when_exhausted="cycle")
+
+    # The killed run's calls are slow (it is killed mid-episode); the rerun's, on the same port, are
+    # not: its 3 episodes one at a time took 27 s of these delays, and prove nothing more for them.
     script_file = tmp_path / "script.json"
-    script_file.write_text(
-        ReplayScript(model="scripted", responses=[*slow, FINISH], when_exhausted="cycle").model_dump_json()
-    )
+    script_file.write_text(script(delay=3.0).model_dump_json())
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -342,11 +346,12 @@ def test_sigkill_mid_run_then_rerun_removes_orphans_and_resumes_without_duplicat
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         assert containers_of(client, run)  # the killed run left its container behind
-        done = run_harness(*args)
-        assert done.returncode == 0, done.stderr[-2000:]
     finally:
         replay.terminate()
         replay.wait()
+    with ReplayServer(script(delay=0.0), port=port):  # the same URL for the same command
+        done = run_harness(*args)
+    assert done.returncode == 0, done.stderr[-2000:]
     assert containers_of(client, run) == []
     lines = [json.loads(x) for x in (run / "episodes.jsonl").read_text().splitlines()]
     firsts = sorted(r["task_id"] for r in lines if not r["verified"] or r["status"] == "error")
