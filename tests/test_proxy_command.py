@@ -22,7 +22,7 @@ from harness.proxy import read_records
 from harness.proxy.records import Exchange
 from harness.proxy.standalone import episode_name
 from harness.replay import ReplayScript, ReplayServer, ScriptedCall, ScriptedResponse
-from tests.conftest import HARNESS, REPO
+from tests.conftest import run_harness
 from tests.helpers.proxy_command import harness_proxy, records
 from tests.helpers.proxying import TERMINAL
 
@@ -30,13 +30,9 @@ KEY = "upstream-secret-77c1"  # the upstream's key: in the proxy's environment o
 
 
 def _harness(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*HARNESS, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "400"},
-    )
+    """`harness ARGS` in this process (an interpreter start and the imports were 1-2 s a call, four
+    calls in a test, and none of these tests is about the process)."""
+    return run_harness(*args, env={**os.environ, "COLUMNS": "400"})
 
 
 def _bash(command: str, thought: str) -> ScriptedResponse:
