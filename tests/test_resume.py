@@ -159,8 +159,11 @@ def test_an_interrupted_episode_resumes_where_it_was_and_ends_as_an_uninterrupte
     server was asked 12 (13) times in all, and the record, turns and files are an uninterrupted run's."""
     signo = signal.Signals[signame]
     run = tmp_path / "run"
-    # kill -9: call AT never answers (the kill lands while it is pending, whatever the load)
-    with ReplayServer(script(scaffold, hang_at=AT if signo == signal.SIGKILL else None)) as server:
+    # kill -9: call AT never answers (the kill lands while it is pending, whatever the load); SIGTERM:
+    # it takes 0.4 s, the signal lands in it. The calls before it need no delay (they were 0.4 s each,
+    # and so were the rerun's: 4.4 s of waiting a test).
+    hang = AT if signo == signal.SIGKILL else None
+    with ReplayServer(script(scaffold, delay=0, hang_at=hang, slow_at=(AT, 0.4))) as server:
         took, err, code = interrupt(run, server, scaffold, runtime, signo)
         assert server.served == AT
     if signo == signal.SIGTERM:
@@ -169,7 +172,7 @@ def test_an_interrupted_episode_resumes_where_it_was_and_ends_as_an_uninterrupte
         assert "1 running episode(s) finished their turn and checkpointed" in last, last
     assert not (run / "episodes.jsonl").exists() or not (run / "episodes.jsonl").read_text().strip()
     resumed_at = AT if signo == signal.SIGTERM else AT - 1
-    with ReplayServer(script(scaffold)) as server:
+    with ReplayServer(script(scaffold, delay=0)) as server:  # no stop to land in this one
         run_to_end(run, server, scaffold, runtime)
         assert server.served == TURNS - resumed_at  # the checkpointed turns not asked again
         # the resumed conversation's first request carried every turn before it
@@ -215,14 +218,16 @@ def test_mini_swe_agent_trajectory_is_the_same_observations_and_all(
 @pytest.mark.slow
 def test_a_corrupt_checkpoint_reruns_from_turn_one_with_the_reason(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    with ReplayServer(script("openhands-codeact")) as server:
+    with ReplayServer(script("openhands-codeact", delay=0, slow_at=(AT, 0.4))) as server:
         interrupt(run, server, "openhands-codeact", "local", signal.SIGTERM)
-        journal = run / "episodes" / "scripted" / "hello-file" / "seed1" / "checkpoint" / "journal"
-        data = bytearray(journal.read_bytes())
-        data[-20] ^= 0x01  # a byte of the last checkpoint's state
-        journal.write_bytes(bytes(data))
+        assert server.served == AT
+    journal = run / "episodes" / "scripted" / "hello-file" / "seed1" / "checkpoint" / "journal"
+    data = bytearray(journal.read_bytes())
+    data[-20] ^= 0x01  # a byte of the last checkpoint's state
+    journal.write_bytes(bytes(data))
+    with ReplayServer(script("openhands-codeact", delay=0)) as server:  # the rerun: no stop to land
         run_to_end(run, server, "openhands-codeact", "local")
-        assert server.served == AT + TURNS  # every turn asked again
+        assert server.served == TURNS  # every turn asked again
     rec = record(run)
     assert rec["resumed_turns"] == 0 and rec["status"] == "resolved" and rec["turns"] == TURNS
     assert "corrupt" in rec["resume_note"] and "began again from turn 1" in rec["resume_note"], rec
