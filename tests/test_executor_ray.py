@@ -133,7 +133,8 @@ def test_a_ray_episode_checkpoints_on_the_driver_and_a_rerun_resumes_it(
     # Call AT answered after 8 s: the stop goes driver -> mailbox actor -> the node's task (polled
     # every 0.2 s) while it is in flight, however loaded the machine (0.4 s, every call's delay,
     # was not enough once: fresh2's checkpoint came at turn 7). Well inside the 20 s grace.
-    with ReplayServer(script("openhands-codeact", slow_at=(AT, 8.0))) as server:
+    # The other calls need no delay (0.4 s each were 4.4 s of this run and 2.4 s of the rerun).
+    with ReplayServer(script("openhands-codeact", delay=0, slow_at=(AT, 8.0))) as server:
         proc = subprocess.Popen(
             eval_argv(run, server.base_url, "openhands-codeact", "local", *ray_flags),
             cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
@@ -163,7 +164,7 @@ def test_a_ray_episode_checkpoints_on_the_driver_and_a_rerun_resumes_it(
     assert not (run / "episodes.jsonl").exists() or not (run / "episodes.jsonl").read_text().strip()
     resumed_at = journal_turn(run)  # the checkpoint in the driver's run directory
     assert resumed_at == AT if signame == "SIGTERM" else resumed_at >= AT - 1, resumed_at
-    with ReplayServer(script("openhands-codeact")) as again:
+    with ReplayServer(script("openhands-codeact", delay=0)) as again:
         rerun = eval_argv(run, again.base_url, "openhands-codeact", "local")[3:]
         done = run_harness(*rerun, *(ray_flags if signame == "SIGTERM" else ()))  # in this process
         assert done.returncode == 0, done.stderr[-3000:]
