@@ -27,12 +27,12 @@ def walk(root: "str", skip: "tuple[str, ...]" = ()) -> "dict[str, Facts]":
     names in ``skip`` and what is under them. Entries that vanish or cannot be read meanwhile are
     left out: that is what the agent did to them. A root that is no longer a directory (an agent
     that replaced its workspace with a link to ``/``) has no entries: the walk never follows it."""
-    found = {}
     try:
         if not stat.S_ISDIR(os.lstat(root).st_mode):
-            return found
+            return {}
     except OSError:
-        return found
+        return {}
+    found = {}
     stack = [""]
     while stack:
         rel = stack.pop()
