@@ -5,6 +5,7 @@ Real shells and real files: the SDK's terminal and ours run the same commands si
 
 import os
 import re
+import select
 import signal
 import stat
 import time
@@ -105,6 +106,38 @@ def test_ready_terminal_gives_the_sdk_terminal_s_observations_without_its_start_
     finally:
         sdk.close()  # type: ignore[attr-defined]
         ours.close()  # type: ignore[attr-defined]
+
+
+def test_close_stops_the_pty_reader_before_it_shuts_the_pty(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SDK's close shut the PTY while its reader thread could still select() on it: under load
+    that logged "PTY reader thread error: Bad file descriptor" with a traceback after every stop
+    (fresh18). Ours ends the shell and waits for the reader first."""
+    terminal = ReadyTerminal(str(tmp_path))
+    terminal.initialize()
+    terminal.send_keys("echo up")
+    wait_for(lambda: "up" in terminal.read_screen(), timeout=30, what="the shell's answer")
+    fd, reader = terminal._pty_master_fd, terminal.reader_thread
+    assert fd is not None and reader is not None and reader.is_alive()
+    real_close, reader_alive_at_close = os.close, []
+    real_select = select.select
+
+    def spy(n: int) -> None:
+        if n == fd:
+            reader_alive_at_close.append(reader.is_alive())
+        real_close(n)
+
+    def preempted(rlist: list, *args: object) -> object:  # the reader held between its checks, as under load
+        if rlist == [fd]:
+            time.sleep(1.0)
+        return real_select(rlist, *args)
+
+    monkeypatch.setattr(select, "select", preempted)
+    monkeypatch.setattr(os, "close", spy)
+    terminal.close()
+    assert reader_alive_at_close == [False]
+    assert terminal.process is None and not reader.is_alive()
 
 
 def test_terminal_spec_resolves_to_the_sdk_tool_over_a_ready_terminal(tmp_path: Path) -> None:

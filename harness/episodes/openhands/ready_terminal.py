@@ -5,6 +5,7 @@ episode's container, which runs this file beside toolserver.py: it imports only 
 library and openhands, never harness.
 """
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -156,6 +157,28 @@ class ReadyTerminal(SubprocessTerminal):
         self._wait_ready()
         return super().read_screen()
 
+    def close(self) -> None:
+        """The shell ended and the SDK's PTY reader stopped before the SDK closes the PTY. The SDK's
+        own close shuts the PTY as soon as bash is gone, under a reader that may be about to
+        select() on it: "PTY reader thread error: Bad file descriptor" and its traceback in the
+        harness's output after a stop (fresh18, under load)."""
+        proc = self.process
+        if not self._closed and proc is not None:
+            if proc.poll() is None:
+                with contextlib.suppress(OSError):  # the SDK's own way out; a dead PTY says nothing
+                    os.write(self._pty_master_fd, b"exit\n")  # type: ignore[arg-type]
+                try:
+                    proc.wait(timeout=2)
+                except subprocess.TimeoutExpired:
+                    with contextlib.suppress(OSError):
+                        os.killpg(os.getpgid(proc.pid), signal.SIGKILL)
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        proc.wait(timeout=5)
+            if self.reader_thread is not None and self.reader_thread.is_alive():
+                self.reader_thread.join(timeout=2)  # it stops once it sees the shell gone
+            self.process = None  # ended: the SDK's close only shuts the PTY now
+        super().close()
+
 
 class ReadyTerminalExecutor(TerminalExecutor):
     """The SDK's single-session ``TerminalExecutor`` over a ``ReadyTerminal``.
@@ -211,7 +234,10 @@ def _keys_by_default() -> tuple[str, ...]:
     ignored (``harness eval ... &`` from a script, or under nohup-like launchers): an ignored signal
     stays ignored through exec, bash cannot reset one it found ignored, and the agent's ``C-c``
     reached a ``sleep`` that ignored it. GNU env >= 8.31 resets them; elsewhere, nothing."""
-    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN and signal.getsignal(signal.SIGQUIT) is not signal.SIG_IGN:
+    if (
+        signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+        and signal.getsignal(signal.SIGQUIT) is not signal.SIG_IGN
+    ):
         return ()
     env = shutil.which("env")
     if env is None:
