@@ -6,6 +6,7 @@ are the reference. One module-scoped cluster (a head without CPUs and three two-
 the cost down; the vLLM test starts its one real server inside Ray last.
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -65,13 +66,13 @@ def write_script(path: Path, delay: float = 0.0, later: float = 0.0) -> str:
     return f"replay:{os.path.relpath(path)}"  # relative to here: replicas run in Ray's directories
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    """Head (no CPUs: nothing is placed there) + 3 nodes, joined by this process. Two CPUs each (a Ray
-    resource: Ray keeps that many idle worker processes per node, so the episodes of later tests
-    reuse the workers that imported the SDK)."""
+@contextlib.contextmanager
+def local_cluster(nodes: int) -> Iterator[Cluster]:
+    """Head (no CPUs: nothing is placed there) + ``nodes`` nodes, joined by this process. Two CPUs each
+    (a Ray resource: Ray keeps that many idle worker processes per node, so the episodes of later
+    tests reuse the workers that imported the SDK)."""
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
-    for i in range(3):
+    for i in range(nodes):
         c.add_node(num_cpus=2, resources={f"node{i}": 1})
     ray.init(address=c.address)
     try:
@@ -79,6 +80,12 @@ def cluster() -> Iterator[Cluster]:
     finally:
         ray.shutdown()
         c.shutdown()
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    with local_cluster(3) as c:
+        yield c
 
 
 def on_ray(cluster: Cluster, model: str, run: Path, **fields: Any) -> None:
@@ -680,14 +687,8 @@ def test_without_ray_installed_the_executor_names_the_extra(tmp_path: Path) -> N
 def one_node() -> Iterator[Cluster]:
     """A head and one node: the vLLM test runs among the vLLM tests, on another pytest worker than
     the module's three-node cluster (tests/helpers/worker_groups.py), and starts its own."""
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
-    c.add_node(num_cpus=2, resources={"node0": 1})
-    ray.init(address=c.address)
-    try:
+    with local_cluster(1) as c:
         yield c
-    finally:
-        ray.shutdown()
-        c.shutdown()
 
 
 @pytest.mark.vllm
