@@ -392,7 +392,7 @@ def cmd_proxy(args: argparse.Namespace) -> int:
         config,
         endpoint,
         label=label,
-        running=managed.server.is_running if managed is not None else None,
+        running=managed.server.serving if managed is not None else None,
         on_event=event,
     )
     try:

@@ -295,3 +295,66 @@ def test_a_closed_server_is_never_started_again_from_any_thread(
     assert isinstance(raised[-1], ServerClosed), raised
     assert "not started again: run stopped" in str(raised[-1])
     assert len(launched) == 1
+
+
+def test_a_request_during_an_idle_stop_waits_for_a_fresh_server(
+    bundled_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """fresh1 (2026-12-07): `harness proxy`'s on-demand vLLM, idle-stopped, got the agent's next
+    request while the stop waited for its process; the proxy still saw it running (``Popen.poll()``
+    answers None while another thread waits on the process) and forwarded to the port being freed:
+    a 502. From the moment a stop begins the server is not serving, and ``ensure_up`` waits for the
+    stop and starts a fresh one, even while the old process still answers /health."""
+    import subprocess
+    import threading
+
+    import harness.server.process as process
+    from harness.server.endpoint import ManagedEndpoint
+    from tests.helpers.waiting import wait_for
+
+    real = process.popen_tied
+    launched: list[subprocess.Popen[bytes]] = []
+
+    def launch_sleep(argv: object, **kwargs: object) -> subprocess.Popen[bytes]:
+        launched.append(real(["sleep", "600"], **kwargs))  # type: ignore[arg-type]
+        return launched[-1]
+
+    monkeypatch.setattr(process, "popen_tied", launch_sleep)
+    config = ServerConfig(model="smollm2-135m", idle_timeout=0, metrics_interval=0)
+    endpoint = ManagedEndpoint(config, tmp_path)
+    server = endpoint.server
+    monkeypatch.setattr(server, "_wait_ready", lambda: None)
+    monkeypatch.setattr(server, "healthy", server.is_running)  # the dying process still answers
+    endpoint.ensure_up()
+    assert len(launched) == 1 and server.serving()
+
+    in_stop, go, restarting = threading.Event(), threading.Event(), threading.Event()
+    real_terminate, real_restart = server._terminate, server.restart
+
+    def held_terminate(grace: float = 10.0) -> None:
+        in_stop.set()
+        go.wait(60)
+        real_terminate(grace)
+
+    def restart() -> VLLMServer:
+        restarting.set()
+        return real_restart()
+
+    monkeypatch.setattr(server, "_terminate", held_terminate)
+    monkeypatch.setattr(server, "restart", restart)
+    stopping = threading.Thread(target=server.stop, kwargs={"reason": "idle for 5 s"})
+    stopping.start()
+    try:
+        assert in_stop.wait(60)
+        assert launched[0].poll() is None and not server.serving()  # alive, but its stop has begun
+        asking = threading.Thread(target=endpoint.ensure_up)
+        asking.start()
+        wait_for(lambda: restarting.is_set() or not asking.is_alive(), timeout=60, what="ensure_up's choice")
+        assert restarting.is_set(), "ensure_up kept the server that is being stopped"
+    finally:
+        go.set()
+        stopping.join(60)
+    asking.join(60)
+    assert len(launched) == 2 and launched[0].poll() is not None and server.serving()
+    endpoint.release(now=True)
+    assert launched[1].wait(timeout=30) is not None

@@ -127,11 +127,12 @@ class ManagedEndpoint:
 
     def ensure_up(self) -> None:
         """Start the server, or restart it when it is not healthy (process or engine dead, or
-        ``/health`` not answering 200)."""
+        ``/health`` not answering 200) or is being stopped."""
         with self._lock:
             if self._server.pid is None:
                 self._server.start()
-            elif not self._server.healthy():
+            elif not self._server.serving() or not self._server.healthy():
+                # a stop under way (an idle stop) still answers /health until its process ends
                 self._server.restart()
 
     def healthy(self) -> bool:

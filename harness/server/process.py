@@ -155,6 +155,13 @@ class VLLMServer:
     def is_running(self) -> bool:
         return self.launched() and self.exit_code() is None
 
+    def serving(self) -> bool:
+        """Up and not being stopped: what a caller about to send it a request needs. False from the
+        moment a stop begins (an idle stop, a crash's), whatever the process's state then: while the
+        stop waits for the process, ``Popen.poll()`` from another thread says nothing (it answers
+        None when a wait holds the process), and a proxy sent requests to the port it was freeing."""
+        return not self._stopped.is_set() and self.is_running()
+
     def how_it_ended(self) -> str:
         """Why the server process is gone, for the stop reason: its exit code here."""
         return f"exit code {self.exit_code()}"
