@@ -166,8 +166,11 @@ def check_last_start(run: Path, stats: dict[str, float]) -> None:
     assert seg.stop_reason == "rollouts done" and seg.ready is not None and seg.stop is not None
     t = timeline.samples["t"]
     t = t[t >= seg.start]
-    # The rollout phase runs from ready to the stop: sampled from its start to its end, no gap.
-    assert t.min() - seg.ready < 3 and seg.stop - t.max() < 6 and t.diff().max() < 6
+    # The rollout phase runs from ready to the moment the stop began (vLLM may then take its SIGTERM
+    # grace to exit, fresh1: 15 s, which is up time but not rollouts): sampled from its start to its
+    # end, every 2 s, a gap holding at most one failed scrape (its timeout is 4 s).
+    assert seg.stopping is not None and seg.ready < seg.stopping <= seg.stop
+    assert t.min() - seg.ready < 3 and seg.stopping - t.max() < 8 and t.diff().max() < 8
     assert timeline.samples["generation_tokens"].iloc[-1] > 0
     assert seg.up_s == pytest.approx(stats["up_s"], abs=2)
     assert abs(seg.busy_s / seg.up_s - stats["busy_s"] / stats["up_s"]) <= 0.05

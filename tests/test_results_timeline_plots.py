@@ -129,6 +129,19 @@ def test_killed_server_is_up_until_its_last_sample_not_the_next_start(tmp_path: 
     assert [(s.up_s, s.stop_reason) for s in t.segments] == [(50.0, "not recorded"), (21.0, "rollouts done")]
 
 
+def test_a_slow_exit_is_up_time_after_the_stop_began(tmp_path: Path) -> None:
+    """vLLM may take its whole SIGTERM grace to exit (fresh1: 15 s on a loaded box): scraping ends
+    when the stop begins, the up time when the process is gone; the segment says both."""
+    lines = two_servers()
+    at = next(i for i, x in enumerate(lines) if x.get("note") == "rollouts done")
+    lines.insert(at, event(lines[at]["t"] - T0 - 15, "stopping", "rollouts done"))  # type: ignore[operator]
+    t = load_timeline(write_metrics(tmp_path, lines))
+    assert t is not None
+    first, last = t.segments
+    assert first.stopping is None  # no such line (as files of earlier versions have none)
+    assert (last.stopping, last.stop, last.up_s) == (106.0, 121.0, 21.0)
+
+
 def test_scrape_stopped_note_reaches_the_headline(tmp_path: Path) -> None:
     lines = two_servers()
     lines.insert(8, event(22, "scrape_stopped", "http://127.0.0.1:1/metrics failed 3 times running"))

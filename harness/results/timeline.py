@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from harness.results.run_files import run_lines
 from harness.server.metrics_records import METRICS_FILE, TIMELINE_LINE, MetricsSample, ServerEvent
@@ -33,6 +33,9 @@ class Segment(BaseModel):
     start: float
     ready: float | None
     stop: float | None
+    stopping: float | None = Field(
+        None, description="When its stop began (scraping ends there); ``stop``: when the process was gone."
+    )
     stop_reason: str
     up_s: float
     busy_s: float
@@ -356,17 +359,21 @@ def _segments(
     out: list[Segment] = []
     open_start: ServerEvent | None = None
     ready: float | None = None
+    stopping: float | None = None
     for e in events:
         if e.event == "start":
             if open_start is not None:  # a start without its stop (harness killed): until its last sample
                 end = _last_sample(frame, open_start, e.t, t0)
                 out.append(_segment(frame, rates, open_start, ready, None, "not recorded", t0, end))
-            open_start, ready = e, None
+            open_start, ready, stopping = e, None, None
         elif e.event == "ready" and open_start is not None:
             ready = e.t
+        elif e.event == "stopping" and open_start is not None:
+            stopping = e.t
         elif e.event == "stop" and open_start is not None:
-            out.append(_segment(frame, rates, open_start, ready, e.t, e.note, t0, e.t))
-            open_start, ready = None, None
+            seg = _segment(frame, rates, open_start, ready, e.t, e.note, t0, e.t)
+            out.append(seg.model_copy(update={"stopping": None if stopping is None else stopping - t0}))
+            open_start, ready, stopping = None, None, None
     if open_start is not None:
         last = _last_sample(frame, open_start, float("inf"), t0)
         out.append(

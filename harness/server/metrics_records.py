@@ -33,7 +33,8 @@ class MetricsSample(BaseModel):
     )
 
 
-EventName = Literal["start", "ready", "stop", "scrape_stopped"]
+# "stopping": the stop began (scraping ends there); "stop": the process is gone (its up time ends).
+EventName = Literal["start", "ready", "stopping", "stop", "scrape_stopped"]
 
 
 class ServerEvent(BaseModel):

@@ -515,7 +515,7 @@ class VLLMServer:
             self.stop_reason = self.stop_reason or reason
             self._stopped.set()
             if self._scraper:
-                self._scraper.halt()  # a terminating server's refused scrapes are not an outage
+                self._scraper.stopping(self.stop_reason)  # its refused scrapes are not an outage
             self._terminate(grace)
             if self._started_at:
                 self.up_seconds += time.monotonic() - self._started_at

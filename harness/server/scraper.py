@@ -86,6 +86,12 @@ class MetricsScraper:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=10)
 
+    def stopping(self, reason: str) -> None:
+        """The server's stop begins: scraping ends now (its dying endpoint is not a failure) and
+        the moment is recorded; the process may take its grace to exit (``stop`` records that)."""
+        self.halt()
+        self.event("stopping", note=reason)
+
     def stop(self, reason: str) -> None:
         """Stop scraping and record the server's stop (once); safe from any thread."""
         self.halt()
