@@ -371,8 +371,7 @@ def _segments(
         elif e.event == "stopping" and open_start is not None:
             stopping = e.t
         elif e.event == "stop" and open_start is not None:
-            seg = _segment(frame, rates, open_start, ready, e.t, e.note, t0, e.t)
-            out.append(seg.model_copy(update={"stopping": None if stopping is None else stopping - t0}))
+            out.append(_segment(frame, rates, open_start, ready, e.t, e.note, t0, e.t, stopping))
             open_start, ready, stopping = None, None, None
     if open_start is not None:
         last = _last_sample(frame, open_start, float("inf"), t0)
@@ -399,6 +398,7 @@ def _segment(
     reason: str,
     t0: float,
     end: float,
+    stopping: float | None = None,
 ) -> Segment:
     inside = (frame["t"] >= start.t - t0) & (frame["t"] <= end - t0) & (frame["server"] == start.server)
     busy = float(rates.loc[inside & rates["busy"], "dt"].sum())
@@ -407,6 +407,7 @@ def _segment(
         start=start.t - t0,
         ready=None if ready is None else ready - t0,
         stop=None if stop is None else stop - t0,
+        stopping=None if stopping is None else stopping - t0,
         stop_reason=reason,
         up_s=max(0.0, end - start.t),
         busy_s=busy,
