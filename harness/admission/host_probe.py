@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.admission.host import HostSample
+from harness.cores import usable_cpus
 
 _PROC = Path("/proc")
 
@@ -63,7 +64,7 @@ def read_host(t: float, server_pids: Callable[[], set[int]] | None = None) -> Ho
     running = _procs_running()
     if running is None:
         return None
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = usable_cpus()
     # this thread, reading, is one of the runnable ones
     mine = 1 + (_running_threads(server_pids()) if server_pids is not None else 0)
     memory = psutil.virtual_memory()

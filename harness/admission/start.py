@@ -10,9 +10,9 @@ limits fit the memory available now, and from there the controller measures the 
 The cap (the most the controller ever admits) is ``--max-concurrency``, else 64.
 """
 
-import os
-
 from pydantic import BaseModel, ConfigDict, Field
+
+from harness.cores import usable_cpus
 
 __all__ = ["AutoStart", "HostRoom", "auto_start", "host_room", "memory_room", "sandbox_capacity"]
 
@@ -33,7 +33,7 @@ def host_room() -> HostRoom:
     """This process's cores (its CPU affinity) and the memory available now (after the server's)."""
     import psutil
 
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = usable_cpus()
     return HostRoom(cores=float(cores), memory_gib=psutil.virtual_memory().available / 2**30)
 
 

