@@ -88,7 +88,12 @@ def test_an_engine_that_never_connects_the_stream_is_one_error_and_nothing_ran(
     container: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(container_exec, "_frame", lambda raw: None)
-    with pytest.raises(ExecUnattached, match=r"connected no output to 3 execs of \['sh'\] \(nothing ran\)"):
+    with pytest.raises(
+        ExecUnattached, match=r"connected no output to 3 execs of \['sh'\] \(nothing ran; "
+    ) as err:
         exec_capped(container, ["sh", "-c", "echo ran >> /tmp/never"], user="1000", workdir="/", env={})
     monkeypatch.undo()
+    # each attempt says what the engine reported of it: the next real loss names its kind
+    assert str(err.value).count("the stream ended, exec running=") == 3, err.value
+    assert "container running" in str(err.value), err.value
     assert runs(container, "never") == 0

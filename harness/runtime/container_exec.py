@@ -52,20 +52,29 @@ def exec_capped(
 ) -> tuple[int, bytes, CappedBytes]:
     """Run ``cmd`` in ``container``: (exit status, stdout up to STDOUT_CAP (b"" past it), stderr
     capped). Read as a stream: a command that prints without end never fills this process's memory."""
+    seen: list[str] = []
     for within in _READY_WITHIN_S:
-        done = _attempt(container, cmd, within, user=user, workdir=workdir, env=env)
+        done = _attempt(container, cmd, within, seen, user=user, workdir=workdir, env=env)
         if done is not None:
             return done
     raise ExecUnattached(
         f"container {container.name}: the engine connected no output to {len(_READY_WITHIN_S)} execs of {cmd[:1]} "
-        "(nothing ran)"
+        f"(nothing ran; {'; '.join(seen)})"
     )
 
 
 def _attempt(
-    container: "Container", cmd: list[str], within: float, *, user: str, workdir: str, env: dict[str, str]
+    container: "Container",
+    cmd: list[str],
+    within: float,
+    seen: list[str],
+    *,
+    user: str,
+    workdir: str,
+    env: dict[str, str],
 ) -> tuple[int, bytes, CappedBytes] | None:
-    """One exec; None when its stream never brought the handshake's marker (the command did not run)."""
+    """One exec; None when its stream never brought the handshake's marker (the command did not run),
+    with what the engine said of it appended to ``seen``."""
     api = container.client.api
     argv = ["sh", "-c", _HANDSHAKE, "harness-exec", *cmd]
     exec_id = api.exec_create(container.id, argv, stdin=True, user=user, workdir=workdir, environment=env)[
@@ -74,7 +83,7 @@ def _attempt(
     conn = api.exec_start(exec_id, socket=True)
     raw: Any = getattr(conn, "_sock", conn)  # the socket under docker-py's SocketIO wrapper
     out, err = bytearray(), CappedBytes()
-    ready, over = False, False
+    ready, over, ended = False, False, "the stream ended"
     try:
         raw.settimeout(within)
         while (frame := _frame(raw)) is not None:
@@ -97,16 +106,32 @@ def _attempt(
                 raw.sendall(b"go\n")
                 with contextlib.suppress(OSError):
                     raw.shutdown(socket.SHUT_WR)  # its stdin ends: the engine ends the stream with it
-    except OSError:  # TimeoutError included
-        if not ready:
-            return None  # no marker in time: closing the connection ends its sh, unrun
-        raise
+    except OSError as exc:  # TimeoutError included
+        if ready:
+            raise
+        ended = (
+            f"no marker in {within:g} s" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
+        )
     finally:
         with contextlib.suppress(OSError):
             conn.close()
     if not ready or out.startswith(_NOT_RUN):  # the line never reached it: it did not run
+        # closing the connection ends its sh unrun; what the engine says of it names the failure
+        # the next time (an exec that failed to start is not a lost attach)
+        seen.append(
+            f"{ended}, {_state(api, container, exec_id)}, {len(out)} stdout bytes, stderr {err.text()[-200:]!r}"
+        )
         return None
     return _exit_code(api, exec_id), (b"" if over else bytes(out)), err
+
+
+def _state(api: Any, container: "Container", exec_id: str) -> str:
+    try:
+        info = api.exec_inspect(exec_id)
+        container.reload()
+    except Exception as exc:  # the engine's own failure is the answer
+        return f"inspect failed ({type(exc).__name__})"
+    return f"exec running={info.get('Running')} exit={info.get('ExitCode')}, container {container.status}"
 
 
 def _frame(raw: Any) -> tuple[int, bytes] | None:

@@ -240,9 +240,13 @@ class RemoteVLLMServer(VLLMServer):
                     raise ServerClosed(self._closed)
             self._started_at = time.monotonic()
             self._follow_log()
-            self._lease_stop.clear()
+            # a fresh event per start: a lease thread of the last start that outlived its join
+            # (stuck in a reconnect) sees its own event set and never stops this server
+            self._lease_stop = threading.Event()
             self._renew()
-            self._lease = threading.Thread(target=self._hold_lease, name="vllm-lease", daemon=True)
+            self._lease = threading.Thread(
+                target=self._hold_lease, args=(self._lease_stop,), name="vllm-lease", daemon=True
+            )
             self._lease.start()
             self._local_port = (
                 self.ssh.forward(remote_port) if self._local_port is None else self._reforward(remote_port)
@@ -297,12 +301,12 @@ class RemoteVLLMServer(VLLMServer):
         assert self._remote_dir is not None
         self._state = self.ssh.hostside("renew", self._remote_dir, timeout=15)
 
-    def _hold_lease(self) -> None:
+    def _hold_lease(self, stopped: threading.Event) -> None:
         """Renew the lease every quarter of its grace; a dropped connection is opened again while
         the grace lasts (vLLM kept, and said so), else the host ends vLLM on its own."""
         interval = max(0.5, self.config.lease_grace / 4)
         lost_at: float | None = None
-        while not self._lease_stop.wait(interval):
+        while not stopped.wait(interval):
             try:
                 if not self.ssh.alive():
                     if lost_at is None:
@@ -320,6 +324,8 @@ class RemoteVLLMServer(VLLMServer):
                     console.print(
                         f"[yellow]lost the connection to {self.config.gpu_host}[/] ({exc}); reconnecting"
                     )
+                if stopped.is_set():  # this start's server is being stopped or restarted already
+                    return
                 if time.monotonic() - lost_at > self.config.lease_grace:
                     self._state = {"running": False, "ended": {"reason": "connection lost", "code": None}}
                     self.stop(

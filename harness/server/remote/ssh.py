@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -53,6 +54,9 @@ class SSHHost:
         self.control = self._dir / "control"
         self._master: subprocess.Popen[bytes] | None = None
         self._hostside: str | None = None
+        # connect and close from several threads (the lease's reconnect, a stop, a restart): one
+        # close's rmtree of the socket's directory under another's new master loses its socket
+        self._lock = threading.RLock()
 
     # ---- the connection ------------------------------------------------------------------------
     def _ssh(self, *options: str) -> list[str]:
@@ -68,6 +72,10 @@ class SSHHost:
         ]  # fmt: skip
 
     def connect(self) -> "SSHHost":
+        with self._lock:
+            return self._connect()
+
+    def _connect(self) -> "SSHHost":
         if self.alive():
             return self
         self._dir.mkdir(mode=0o700, exist_ok=True)  # again after a close
@@ -88,7 +96,7 @@ class SSHHost:
                     f"check that `ssh {self.host}` logs in without a prompt"
                 )
             if time.monotonic() > deadline:
-                self.close()
+                self._close()
                 raise HarnessError(
                     f"--gpu-host {self.host}: ssh did not connect within {_CONNECT_TIMEOUT_S:.0f} s"
                 )
@@ -102,6 +110,10 @@ class SSHHost:
         return check.returncode == 0
 
     def close(self) -> None:
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
         if self._master is not None and self._master.poll() is None:
             subprocess.run([*self._ssh("-O", "exit"), self.host], capture_output=True, timeout=15)
             try:
