@@ -9,6 +9,7 @@ then ends as ``error``, scored 0, with a reason that says so.
 """
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -96,14 +97,19 @@ def test_a_root_agent_that_kills_its_tool_server_is_scored_as_the_model_s_outcom
         "Create /app/done.",
     )
     run = tmp_path / "run"
-    script = [terminal(f"id -u; {command}"), terminal("touch done"), FINISH]
+    # the container's process 1 is its sleep, out of the kill's reach: a sleep forked by sh was
+    # killed too, the container stopped, and under load that read as the engine's loss (retried)
+    script = [terminal("cat /proc/1/comm"), terminal(f"id -u; {command}"), terminal("touch done"), FINISH]
     recs, requests = evaluate(script, run, tasks=str(suite))
     rec = recs["as-root"]
     assert (rec["status"], rec["reward"], rec["verified"]) == ("error", 0.0, True), rec
     assert rec["error"]["type"] == "SandboxDestroyed", rec
     assert "the agent's commands killed the tool server" in rec["error"]["message"]
     assert "model's outcome" in rec["error"]["message"]
-    assert len(requests) == 1  # not retried
+    assert rec["retried"] == [] and len(requests) == 2  # not retried
+    assert re.search(r"^(\x1b\[\?2004l)?sleep\r?$", observations(run, "as-root")[0], re.M), observations(
+        run, "as-root"
+    )
     lines = [json.loads(x) for x in (run / "episodes.jsonl").read_text().splitlines()]
     assert [r["status"] for r in lines] == ["error"]
     # A rerun keeps it: it is an outcome, not a failure to run again.

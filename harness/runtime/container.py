@@ -737,13 +737,17 @@ class ContainerRuntime:
     ) -> "Container":
         """A started container of the task's image (``image``: another one) for ``phase``: its
         network, the task's environment, limits; the image's ENTRYPOINT runs (with Harbor's
-        ``sh -c "sleep infinity"`` as its command) and the task's healthcheck passes first."""
+        ``sh -c "sleep infinity"`` as its command, the sleep exec'd) and the task's healthcheck
+        passes first."""
         image = image or self.image(task)
         limits = self.limits_for(task)
         memory = f"{int(limits.memory_gib * 1024)}m"
         container = self.client.containers.create(
             image,
-            command=["sh", "-c", "sleep infinity"] if task.image is not None else ["sleep", "infinity"],
+            # exec: the sleep is the container's process 1, which no signal from inside ends. A
+            # sleep forked by sh was the one process a root agent's `kill -9 -1` ended the
+            # container with: its stop read as the engine's loss, retried (fresh6)
+            command=["sh", "-c", "exec sleep infinity"] if task.image is not None else ["sleep", "infinity"],
             name=name,
             labels={
                 LABEL: key,
