@@ -13,7 +13,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from tests.conftest import HARNESS, REPO, vllm_processes
+from tests.conftest import run_harness, vllm_processes
 from tests.helpers.proxy_command import harness_proxy, records
 from tests.helpers.proxying import TERMINAL
 from tests.helpers.shared_vllm import SharedVLLM
@@ -96,10 +96,8 @@ def _mini(
 
 
 def _harness(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*HARNESS, *args], capture_output=True, text=True, timeout=120,
-        env={**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "400"},
-    )  # fmt: skip
+    """`harness loops` / `report` in this process: what they read is the point, not their process."""
+    return run_harness(*args, env={**os.environ, "COLUMNS": "400"})
 
 
 def test_mini_swe_agents_own_cli_through_the_proxy_with_the_real_vllm_server_upstream(
