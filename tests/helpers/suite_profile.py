@@ -56,7 +56,6 @@ class Sampler:
 
     def __init__(self, interval: float = 0.2) -> None:
         self.interval = interval
-        self.seen: set[tuple[int, float]] = set()
         self.current: Counter[str] | None = None
         self.lock = threading.Lock()
         self.stop = threading.Event()
@@ -69,17 +68,15 @@ class Sampler:
     def _scan(self, count: bool = True) -> None:
         # Only the processes new since the last scan are read (a full read of every process's
         # command line five times a second cost a tenth of a core, on a box the suite saturates).
+        # A pid absent from the last scan is a new process (one that reused a pid between two scans
+        # 0.2 s apart is missed, as one that lived shorter is).
         pids = set(psutil.pids())
         new, self.pids = pids - self.pids, pids
-        for pid in sorted(new):
+        if not count:
+            return
+        for pid in new:
             try:
                 proc = psutil.Process(pid)
-                key = (pid, proc.create_time())
-                if key in self.seen:
-                    continue
-                self.seen.add(key)
-                if not count:
-                    continue
                 kind = kind_of(proc.name(), proc.cmdline())
                 mine = self._descends(proc)
             except psutil.Error:  # gone already
