@@ -56,7 +56,9 @@ class TestSSHD:
             "PermitRootLogin prohibit-password\nAllowTcpForwarding yes\nAcceptEnv HARNESS_* OMP_WAIT_POLICY\n"
             "MaxSessions 50\nMaxStartups 50\n"
         )
-        set_env = "".join(f"  SetEnv {k}={v}\n" for k, v in self.host_env.items())
+        # one SetEnv line: ssh keeps the first SetEnv directive it reads and ignores the others
+        pairs = " ".join(f"{k}={v}" for k, v in self.host_env.items())
+        set_env = f"  SetEnv {pairs}\n" if pairs else ""
         self.config.write_text(
             f"Host {self.alias}\n  HostName 127.0.0.1\n  Port {self.port}\n  User root\n"
             f"  IdentityFile {r / 'user_key'}\n  IdentitiesOnly yes\n"
