@@ -24,6 +24,7 @@ from harness.server.gpu import CUDA_RESERVED_BYTES, GiB, parse_visible_devices, 
 from harness.server.preflight import check_free_memory, tensor_parallel_size
 from harness.server.registry import DeviceLock, device_key
 from tests.conftest import DATA, REPO
+from tests.helpers.waiting import wait_for
 
 H100_NVML_TOTAL = 85_520_809_984  # measured on a lent H100 (DESIGN.md, GPU facts)
 UUIDS = ("GPU-8f3a0c1e-1111-2222-3333-444455556666", "GPU-8f3b9d2a-aaaa-bbbb-cccc-ddddeeeeffff")
@@ -282,13 +283,20 @@ def test_an_engine_under_a_live_api_server_is_that_servers_not_an_orphan(
     processes.append(server)
     assert server.stdout is not None
     engine_pid = int(server.stdout.readline())
-    time.sleep(0.3)
+    import psutil
+
+    def exec_done() -> bool:  # the engine's title is set by bash's exec, after its pid was printed
+        try:
+            return psutil.Process(engine_pid).cmdline()[:1] == ["VLLM::EngineCore"]
+        except psutil.Error:
+            return False
+
+    wait_for(exec_done, timeout=10, what="the stand-in engine's exec", interval=0.02)
     with pytest.raises(HarnessError) as err:
         DeviceLock("cuda:0").acquire(port=None)
     msg = str(err.value)
     assert f"a vLLM server not started by this harness, PID {server.pid}" in msg
     assert f"PID {engine_pid}" not in msg
-    import psutil
 
     psutil.Process(engine_pid).kill()
 
