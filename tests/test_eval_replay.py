@@ -256,6 +256,8 @@ def test_killed_run_resumes_without_duplicates(tmp_path: Path) -> None:
                 server.base_url,
                 "--tasks",
                 "smoke",
+                "--concurrency",
+                "1",  # one in-order script: one episode at a time, whatever auto picks on these cores
                 "--run-dir",
                 str(run),
             ],
