@@ -319,6 +319,7 @@ def test_eval_resolves_the_fixtures_inside_their_containers(client, suite: Path,
                 base_url=server.base_url,
                 run_dir=run,
                 sandbox=SandboxConfig(image_map=(f"{MIRROR}=localhost/",)),
+                concurrency=1,  # one in-order script: one episode at a time, whatever auto picks
             )
         )
     recs = {k[1]: r for k, r in RunStore(run).records().items()}

@@ -372,6 +372,7 @@ def test_the_same_episode_gets_the_same_reward_under_local_and_docker(client, tm
                     tasks="smoke",
                     base_url=server.base_url,
                     run_dir=tmp_path / runtime,
+                    concurrency=1,  # one in-order script: one episode at a time, whatever auto picks
                 )
             )
         rewards[runtime] = {k[1]: r.reward for k, r in RunStore(tmp_path / runtime).records().items()}
