@@ -272,20 +272,28 @@ def test_a_container_killed_mid_episode_is_retried_in_a_fresh_one_and_the_run_go
     # count-lines' own container (the next episodes' are already starting beside it)
     name = container_name(run_label(run), episode_key("scripted", "count-lines", 1))
 
-    def killer() -> None:
+    def killer(server: ReplayServer) -> None:
+        # Killed while its second call (4 s scripted delay) is in the server: the request is logged
+        # on arrival. (A sleep after the first call hoped for that and missed under load: fresh14's
+        # kill shifted the in-order script, and hello-file ran out of its responses.)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             found = [c for c in containers_of(client, run) if c.name == name]
-            if found and (run / "episodes" / "scripted" / "count-lines" / "seed1" / "completions").is_dir():
-                time.sleep(1.0)
+            if found and len(server.requests) >= 2:
                 found[0].kill()
                 return
-            time.sleep(0.1)
+            time.sleep(0.05)
 
-    thread = threading.Thread(target=killer, daemon=True)
-    thread.start()
-    recs, requests = evaluate(script, run)
+    with ReplayServer(ReplayScript(model="scripted", responses=script)) as server:
+        thread = threading.Thread(target=killer, args=(server,), daemon=True)
+        thread.start()
+        run_eval(
+            EvalConfig(runtime="docker", models=("scripted",), tasks="smoke", base_url=server.base_url,
+                       run_dir=run, concurrency=1)
+        )  # fmt: skip
+        requests = list(server.requests)
     thread.join()
+    recs = {k[1]: r.model_dump() for k, r in RunStore(run).records().items()}
     assert len(requests) == len(script)  # the killed attempt's two calls, then every episode's own
     assert {k: r["status"] for k, r in recs.items()} == {t: "resolved" for t in SMOKE}
     assert recs["count-lines"]["turns"] < 4  # a fresh attempt: the killed one's turns are not in it
