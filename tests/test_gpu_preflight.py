@@ -10,7 +10,6 @@ is visible.
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -85,17 +84,21 @@ def _spawn(argv0: str, *args: str) -> subprocess.Popen[str]:
     script = 'echo up; exec -a "$0" sleep 120'
     proc = subprocess.Popen(["bash", "-c", script, argv0, *args], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "up"
-    deadline = time.monotonic() + 10
+    _wait_exec(proc.pid, argv0)
+    return proc
+
+
+def _wait_exec(pid: int, argv0: str) -> None:
+    """Until bash's ``exec -a`` has happened: process ``pid`` shows ``argv0`` first."""
     import psutil
 
-    while time.monotonic() < deadline:  # until the exec has happened
+    def done() -> bool:
         try:
-            if psutil.Process(proc.pid).cmdline()[:1] == [argv0]:
-                return proc
+            return psutil.Process(pid).cmdline()[:1] == [argv0]
         except psutil.Error:
-            pass
-        time.sleep(0.02)
-    raise AssertionError("the stand-in process did not start")
+            return False
+
+    wait_for(done, timeout=10, what=f"the stand-in {argv0}'s exec", interval=0.02)
 
 
 @pytest.fixture
@@ -283,20 +286,13 @@ def test_an_engine_under_a_live_api_server_is_that_servers_not_an_orphan(
     processes.append(server)
     assert server.stdout is not None
     engine_pid = int(server.stdout.readline())
-    import psutil
-
-    def exec_done() -> bool:  # the engine's title is set by bash's exec, after its pid was printed
-        try:
-            return psutil.Process(engine_pid).cmdline()[:1] == ["VLLM::EngineCore"]
-        except psutil.Error:
-            return False
-
-    wait_for(exec_done, timeout=10, what="the stand-in engine's exec", interval=0.02)
+    _wait_exec(engine_pid, "VLLM::EngineCore")  # its pid is printed before bash's exec
     with pytest.raises(HarnessError) as err:
         DeviceLock("cuda:0").acquire(port=None)
     msg = str(err.value)
     assert f"a vLLM server not started by this harness, PID {server.pid}" in msg
     assert f"PID {engine_pid}" not in msg
+    import psutil
 
     psutil.Process(engine_pid).kill()
 

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import ClassVar
 
@@ -66,12 +66,20 @@ def containers_of(client, run: Path) -> list:  # type: ignore[no-untyped-def]
 
 
 def evaluate(
-    script: list[ScriptedResponse], run: Path, tasks: str = "smoke", **kw: object
+    script: list[ScriptedResponse],
+    run: Path,
+    tasks: str = "smoke",
+    beside: Callable[[ReplayServer], None] | None = None,
+    **kw: object,
 ) -> tuple[dict[str, dict], list[dict]]:
+    """The run's records and the server's requests; ``beside`` runs on a thread meanwhile."""
     # One script played in arrival order: episodes one at a time, whatever --concurrency auto
     # would pick on this machine's cores.
     kw.setdefault("concurrency", 1)
     with ReplayServer(ReplayScript(model="scripted", responses=script)) as server:
+        thread = threading.Thread(target=beside, args=(server,), daemon=True) if beside else None
+        if thread is not None:
+            thread.start()
         run_eval(
             EvalConfig(
                 runtime="docker",
@@ -83,6 +91,8 @@ def evaluate(
             )
         )
         requests = list(server.requests)
+    if thread is not None:
+        thread.join()
     return {k[1]: r.model_dump() for k, r in RunStore(run).records().items()}, requests
 
 
@@ -284,16 +294,7 @@ def test_a_container_killed_mid_episode_is_retried_in_a_fresh_one_and_the_run_go
                 return
             time.sleep(0.05)
 
-    with ReplayServer(ReplayScript(model="scripted", responses=script)) as server:
-        thread = threading.Thread(target=killer, args=(server,), daemon=True)
-        thread.start()
-        run_eval(
-            EvalConfig(runtime="docker", models=("scripted",), tasks="smoke", base_url=server.base_url,
-                       run_dir=run, concurrency=1)
-        )  # fmt: skip
-        requests = list(server.requests)
-    thread.join()
-    recs = {k[1]: r.model_dump() for k, r in RunStore(run).records().items()}
+    recs, requests = evaluate(script, run, beside=killer)
     assert len(requests) == len(script)  # the killed attempt's two calls, then every episode's own
     assert {k: r["status"] for k, r in recs.items()} == {t: "resolved" for t in SMOKE}
     assert recs["count-lines"]["turns"] < 4  # a fresh attempt: the killed one's turns are not in it
